@@ -1,0 +1,606 @@
+#!/usr/bin/env python3
+"""Benchmark our A2A JSON-RPC server against a2a-sdk's reference Starlette app.
+
+Both servers run the same trivial agent (``trivial_agent.TrivialExecutor``),
+one after the other, each pinned to one CPU core while the load generator
+runs pinned to another. For SendMessage, SendStreamingMessage and GetTask it
+prints requests/s (and SSE events/s), p50/p99 latency, errors, and the
+ours/reference ratios next to the targets.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_http.py                   # both servers, defaults
+    python benchmarks/bench_http.py --only reference  # just a2a-sdk's app
+    python benchmarks/bench_http.py --json            # JSON on stdout
+    python benchmarks/bench_http.py --selftest        # load-generator ceiling
+
+Exit status: 0 when every requested server ran and no request failed,
+1 otherwise (the table is still printed), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from loadgen import Scenario, ScenarioResult, percentile, run_scenario  # noqa: E402
+
+#: Expected SSE events per stream; must match trivial_agent.EXPECTED_STREAM_EVENTS
+#: (duplicated here so the load generator does not need a2a-sdk installed).
+EXPECTED_STREAM_EVENTS = 7
+
+DEFAULT_OURS_CMD = "iac-code a2a --host {host} --port {port} --config {config}"
+OURS_CONFIG_YAML = "agent-executor: trivial_agent:TrivialExecutor\n"
+REFERENCE_READY_PATH = "/.well-known/agent-card.json"
+
+SCENARIOS = ("SendMessage", "SendStreamingMessage", "GetTask")
+#: scenario -> (metric compared, target ratio ours/reference)
+TARGETS: dict[str, tuple[str, float]] = {
+    "SendMessage": ("req/s", 1.5),
+    "GetTask": ("req/s", 2.0),
+    "SendStreamingMessage": ("events/s", 1.5),
+}
+SERVER_ENV = {
+    "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def log(msg: str) -> None:
+    """Progress output (always stderr so ``--json`` stdout stays clean)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------
+# Request bodies and validators
+# ----------------------------------------------------------------------------
+
+def _send_body_factory(method: str, rpc_id: str) -> Callable[[], bytes]:
+    """Build SendMessage-style bodies with a fresh messageId each time."""
+    head = ('{"jsonrpc":"2.0","id":"' + rpc_id + '","method":"' + method
+            + '","params":{"message":{"messageId":"').encode()
+    tail = b'","role":"ROLE_USER","parts":[{"text":"hello"}]}}}'
+
+    def make() -> bytes:
+        return head + str(uuid.uuid4()).encode() + tail
+
+    return make
+
+
+def _get_task_body(task_id: str) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": "3", "method": "GetTask", "params": {"id": task_id}},
+        separators=(",", ":"),
+    ).encode()
+
+
+def _validate_send(obj: Any) -> str | None:
+    """SendMessage must return a COMPLETED task."""
+    try:
+        state = obj["result"]["task"]["status"]["state"]
+    except (KeyError, TypeError):
+        return f"SendMessage: unexpected result shape: {str(obj)[:200]}"
+    if state != "TASK_STATE_COMPLETED":
+        return f"SendMessage: task state {state}, expected TASK_STATE_COMPLETED"
+    return None
+
+
+def _validate_get(task_id: str) -> Callable[[Any], str | None]:
+    def check(obj: Any) -> str | None:
+        try:
+            got, state = obj["result"]["id"], obj["result"]["status"]["state"]
+        except (KeyError, TypeError):
+            return f"GetTask: unexpected result shape: {str(obj)[:200]}"
+        if got != task_id or state != "TASK_STATE_COMPLETED":
+            return f"GetTask: got task {got} in {state}"
+        return None
+
+    return check
+
+
+def _validate_stream(events: Any) -> str | None:
+    """Stream: every event is a JSON-RPC result; last one is COMPLETED."""
+    if len(events) != EXPECTED_STREAM_EVENTS:
+        return f"stream had {len(events)} events, expected {EXPECTED_STREAM_EVENTS}"
+    for ev in events:
+        if not isinstance(ev, dict) or "result" not in ev or "error" in ev:
+            return f"bad stream event: {str(ev)[:200]}"
+    try:
+        state = events[-1]["result"]["statusUpdate"]["status"]["state"]
+    except (KeyError, TypeError):
+        return f"last stream event is not a status update: {str(events[-1])[:200]}"
+    if state != "TASK_STATE_COMPLETED":
+        return f"last stream event state {state}, expected TASK_STATE_COMPLETED"
+    return None
+
+
+def _post_json(port: int, body: bytes, timeout: float = 10.0) -> Any:
+    """One blocking JSON-RPC POST (setup only)."""
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/", data=body, method="POST",
+        headers={"Content-Type": "application/json", "A2A-Version": "1.0"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - localhost only
+        return json.loads(resp.read())
+
+
+# ----------------------------------------------------------------------------
+# Server processes
+# ----------------------------------------------------------------------------
+
+class ServerUnavailable(Exception):
+    """The server could not be started or did not become ready."""
+
+
+def free_port() -> int:
+    """Ask the kernel for a free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _session_cpu_seconds(sid: int) -> float:
+    """user+sys CPU seconds of all live processes in session ``sid``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        # fields[0] is state (field 3); session is field 6, utime/stime are 14/15.
+        if int(fields[3]) == sid:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+@dataclass(eq=False)
+class ServerProc:
+    """A server subprocess started in its own session, pinned to a CPU."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the server (all its processes)."""
+        return _session_cpu_seconds(self.proc.pid)
+
+    def log_tail(self, n: int = 30) -> str:
+        """Last ``n`` lines of the server's combined stdout/stderr."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group, SIGKILL it if it lingers."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        try:  # the group may hold children even if the leader exited
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+#: Servers currently running; stopped at exit even if the normal path was skipped.
+_LIVE_SERVERS: set[ServerProc] = set()
+
+
+@atexit.register
+def _stop_live_servers() -> None:
+    for server in list(_LIVE_SERVERS):
+        server.stop()
+
+
+def _pin(cpu: int | None) -> Callable[[], None] | None:
+    if cpu is None:
+        return None
+
+    def preexec() -> None:
+        os.sched_setaffinity(0, {cpu})
+
+    return preexec
+
+
+def _resolve_exe(name: str) -> str | None:
+    """Find ``name`` on PATH or next to the running interpreter."""
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) else None
+    return shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+
+
+@contextmanager
+def start_server(name: str, argv: list[str], port: int, ready_path: str, *, cpu: int | None,
+                 workdir: Path, startup_timeout: float) -> Iterator[ServerProc]:
+    """Start a server, wait until ``GET ready_path`` is 200, always stop it."""
+    exe = _resolve_exe(argv[0])
+    if exe is None:
+        raise ServerUnavailable(
+            f"{name}: command {argv[0]!r} not found on PATH"
+            + (" (install the project, e.g. `pip install -e .`, or pass --ours-cmd)"
+               if name == "ours" else "")
+        )
+    env = dict(os.environ)
+    env.update(SERVER_ENV)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if p)
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "wb") as logf:
+        proc = subprocess.Popen(
+            [exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            env=env, cwd=str(BENCH_DIR.parent), start_new_session=True, preexec_fn=_pin(cpu),
+        )
+    server = ServerProc(name, proc, port, log_path)
+    _LIVE_SERVERS.add(server)
+    try:
+        url = f"http://127.0.0.1:{port}{ready_path}"
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if proc.poll() is not None:
+                raise ServerUnavailable(
+                    f"{name}: exited with code {proc.returncode} before becoming ready "
+                    f"({shlex.join(argv)})\n--- log tail ---\n{server.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - localhost only
+                    if resp.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServerUnavailable(
+                    f"{name}: GET {ready_path} not 200 within {startup_timeout:.0f}s "
+                    f"({shlex.join(argv)})\n--- log tail ---\n{server.log_tail()}"
+                )
+            time.sleep(0.1)
+        yield server
+    finally:
+        server.stop()
+        _LIVE_SERVERS.discard(server)
+
+
+# ----------------------------------------------------------------------------
+# Measurement
+# ----------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    """Summary of one scenario against one server."""
+
+    scenario: str
+    server: str
+    req_s: float
+    events_s: float | None
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    errors: int
+    ok: int
+    duration_s: float
+    concurrency: int
+    server_cpu_pct: float | None
+    client_cpu_pct: float
+    avg_response_bytes: float
+    events_per_stream: float | None = None
+    p50_first_event_ms: float | None = None
+    error_samples: list[str] = field(default_factory=list)
+
+
+def summarize(res: ScenarioResult, server: str, streaming: bool, server_cpu_s: float | None) -> Row:
+    """Turn raw measurements into a table row."""
+    lat = sorted(res.latencies_s)
+    first = sorted(res.first_event_s)
+    dur = res.duration_s or 1e-9
+    return Row(
+        scenario=res.scenario,
+        server=server,
+        req_s=res.ok / dur,
+        events_s=(res.events / dur) if streaming else None,
+        p50_ms=percentile(lat, 50) * 1e3,
+        p90_ms=percentile(lat, 90) * 1e3,
+        p99_ms=percentile(lat, 99) * 1e3,
+        max_ms=(lat[-1] * 1e3) if lat else 0.0,
+        errors=res.errors,
+        ok=res.ok,
+        duration_s=round(res.duration_s, 3),
+        concurrency=res.concurrency,
+        server_cpu_pct=(100.0 * server_cpu_s / dur) if server_cpu_s is not None else None,
+        client_cpu_pct=100.0 * res.client_cpu_s / dur,
+        avg_response_bytes=(res.bytes_received / res.ok) if res.ok else 0.0,
+        events_per_stream=(res.events / res.ok) if streaming and res.ok else None,
+        p50_first_event_ms=(percentile(first, 50) * 1e3) if streaming else None,
+        error_samples=res.error_samples,
+    )
+
+
+async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[Row]) -> None:
+    """Run every selected scenario against one running server, appending to ``rows``."""
+    for name in args.scenarios:
+        if name == "SendMessage":
+            sc = Scenario(name, _send_body_factory("SendMessage", "1"), validate=_validate_send)
+        elif name == "SendStreamingMessage":
+            sc = Scenario(name, _send_body_factory("SendStreamingMessage", "2"), streaming=True,
+                          validate=_validate_stream, expected_events=EXPECTED_STREAM_EVENTS)
+        else:
+            first = await asyncio.to_thread(
+                _post_json, server.port, _send_body_factory("SendMessage", "1")())
+            try:
+                task_id = str(first["result"]["task"]["id"])
+            except (KeyError, TypeError) as exc:
+                raise ServerUnavailable(
+                    f"{server.name}: GetTask setup SendMessage returned {str(first)[:300]}") from exc
+            body = _get_task_body(task_id)
+            sc = Scenario(name, lambda body=body: body, validate=_validate_get(task_id))
+
+        cpu_marks: dict[str, float] = {}
+
+        def on_window(edge: str) -> None:
+            cpu_marks[edge] = server.cpu_seconds()
+
+        log(f"  {server.name}: {name} (warm-up {args.warmup:g}s, measure {args.duration:g}s, "
+            f"concurrency {args.concurrency})")
+        res = await run_scenario(
+            sc, "127.0.0.1", server.port, concurrency=args.concurrency, warmup_s=args.warmup,
+            duration_s=args.duration, validate_every=args.validate_every, on_window=on_window,
+        )
+        cpu_s = cpu_marks["stop"] - cpu_marks["start"] if len(cpu_marks) == 2 else None
+        rows.append(summarize(res, server.name, sc.streaming, cpu_s))
+        if server.proc.poll() is not None:
+            raise ServerUnavailable(
+                f"{server.name}: server died during {name} (exit {server.proc.returncode})\n"
+                f"--- log tail ---\n{server.log_tail()}")
+
+
+# ----------------------------------------------------------------------------
+# Reporting
+# ----------------------------------------------------------------------------
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}%"
+
+
+def format_table(rows: list[Row]) -> str:
+    """Human-readable results table."""
+    hdr = (f"{'scenario':<21} {'server':<10} {'req/s':>9} {'events/s':>9} {'p50 ms':>8} "
+           f"{'p99 ms':>8} {'errors':>6} {'srv cpu':>7} {'gen cpu':>7}")
+    lines = [hdr, "-" * len(hdr)]
+    order = {s: i for i, s in enumerate(SCENARIOS)}
+    for r in sorted(rows, key=lambda r: (order.get(r.scenario, 99), r.server != "reference")):
+        lines.append(
+            f"{r.scenario:<21} {r.server:<10} {r.req_s:>9.0f} {_fmt(r.events_s, '9.0f'):>9} "
+            f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.errors:>6} "
+            f"{_pct(r.server_cpu_pct):>7} {_pct(r.client_cpu_pct):>7}"
+        )
+    return "\n".join(lines)
+
+
+def compute_ratios(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """ours/reference ratios per scenario (throughput metric and p99)."""
+    by = {(r.scenario, r.server): r for r in rows}
+    out: dict[str, dict[str, Any]] = {}
+    for sc in SCENARIOS:
+        ref, ours = by.get((sc, "reference")), by.get((sc, "ours"))
+        if ref is None or ours is None:
+            continue
+        metric, target = TARGETS[sc]
+        r_val = ref.events_s if metric == "events/s" else ref.req_s
+        o_val = ours.events_s if metric == "events/s" else ours.req_s
+        tput = (o_val / r_val) if r_val else None
+        p99 = (ours.p99_ms / ref.p99_ms) if ref.p99_ms else None
+        out[sc] = {
+            "metric": metric,
+            "throughput_ratio": tput,
+            "target": target,
+            "throughput_ok": tput is not None and tput >= target,
+            "p99_ratio": p99,
+            "p99_ok": p99 is not None and p99 < 1.0,
+        }
+    return out
+
+
+def format_ratios(ratios: dict[str, dict[str, Any]]) -> str:
+    """Ratio lines with targets."""
+    if not ratios:
+        return ""
+    lines = ["ratio ours/reference (target):"]
+    for sc, r in ratios.items():
+        t = r["throughput_ratio"]
+        p = r["p99_ratio"]
+        lines.append(
+            f"  {sc:<21} {r['metric']:<8} x{_fmt(t, '.2f'):<6} (target x{r['target']:.1f}: "
+            f"{'met' if r['throughput_ok'] else 'NOT met'})   "
+            f"p99 x{_fmt(p, '.2f'):<6} (target <x1.00: {'met' if r['p99_ok'] else 'NOT met'})"
+        )
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------
+# Main
+# ----------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--only", choices=("reference", "ours"), help="benchmark just one server")
+    p.add_argument("--duration", type=float, default=5.0, help="measured seconds per scenario")
+    p.add_argument("--warmup", type=float, default=1.0, help="unrecorded warm-up seconds per scenario")
+    p.add_argument("--concurrency", type=int, default=32, help="keep-alive connections (1 in flight each)")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS),
+                   help="comma-separated subset of " + ",".join(SCENARIOS))
+    p.add_argument("--json", action="store_true", help="print machine-readable results on stdout")
+    p.add_argument("--ours-cmd", default=DEFAULT_OURS_CMD,
+                   help="command starting our server; {host} {port} {config} are substituted")
+    p.add_argument("--ours-ready-path", default="/health", help="GET path polled until 200 for ours")
+    p.add_argument("--reference-python", default=sys.executable,
+                   help="interpreter (with a2a-sdk[http-server], uvicorn, uvloop, httptools) for the reference")
+    p.add_argument("--server-cpu", type=int, default=0, help="CPU core the servers are pinned to")
+    p.add_argument("--client-cpu", type=int, default=1, help="CPU core the load generator is pinned to")
+    p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPU cores")
+    p.add_argument("--startup-timeout", type=float, default=30.0, help="seconds to wait for readiness")
+    p.add_argument("--validate-every", type=int, default=50,
+                   help="fully JSON-validate the first 3 and every Nth response (all get a cheap check)")
+    p.add_argument("--selftest", action="store_true",
+                   help="measure the load generator's ceiling against a canned near-zero-cost server")
+    args = p.parse_args(argv)
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    bad = [s for s in args.scenarios if s not in SCENARIOS]
+    if bad:
+        p.error(f"unknown scenario(s): {', '.join(bad)}")
+    if args.duration <= 0 or args.warmup < 0 or args.concurrency < 1:
+        p.error("--duration must be > 0, --warmup >= 0, --concurrency >= 1")
+    return args
+
+
+def _setup_pinning(args: argparse.Namespace) -> tuple[int | None, list[str]]:
+    """Pin this process (load generator) and return the server CPU (or None)."""
+    notes: list[str] = []
+    if args.no_pin:
+        return None, ["CPU pinning disabled (--no-pin)"]
+    try:
+        avail = os.sched_getaffinity(0)
+    except AttributeError:
+        return None, ["CPU pinning unsupported on this platform"]
+    if args.server_cpu not in avail or args.client_cpu not in avail or args.server_cpu == args.client_cpu:
+        return None, [f"CPU pinning skipped: need distinct cores {args.server_cpu},{args.client_cpu} "
+                      f"in affinity set {sorted(avail)}"]
+    os.sched_setaffinity(0, {args.client_cpu})
+    notes.append(f"server pinned to CPU {args.server_cpu}, load generator to CPU {args.client_cpu}")
+    return args.server_cpu, notes
+
+
+def _server_plans(args: argparse.Namespace, workdir: Path) -> list[tuple[str, list[str], str]]:
+    """(name, argv-with-{port}, ready path) for every server to benchmark, in order."""
+    plans: list[tuple[str, list[str], str]] = []
+    if args.selftest:
+        return [("null", [args.reference_python, str(BENCH_DIR / "null_server.py"),
+                          "--host", "127.0.0.1", "--port", "{port}"], "/health")]
+    if args.only in (None, "reference"):
+        plans.append(("reference", [args.reference_python, str(BENCH_DIR / "reference_server.py"),
+                                    "--host", "127.0.0.1", "--port", "{port}"], REFERENCE_READY_PATH))
+    if args.only in (None, "ours"):
+        config = workdir / "ours.yaml"
+        config.write_text(OURS_CONFIG_YAML)
+        argv = [a.replace("{host}", "127.0.0.1").replace("{config}", str(config))
+                for a in shlex.split(args.ours_cmd)]
+        plans.append(("ours", argv, args.ours_ready_path))
+    return plans
+
+
+async def _amain(args: argparse.Namespace) -> int:
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # cancel cleanly so servers get stopped
+        loop.add_signal_handler(sig, main_task.cancel)
+    server_cpu, notes = _setup_pinning(args)
+    for n in notes:
+        log(n)
+    rows: list[Row] = []
+    failures: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="a2a-bench-") as tmp:
+        workdir = Path(tmp)
+        for name, argv_t, ready in _server_plans(args, workdir):
+            port = free_port()
+            argv = [a.replace("{port}", str(port)) for a in argv_t]
+            log(f"starting {name}: {shlex.join(argv)}")
+            try:
+                with start_server(name, argv, port, ready, cpu=server_cpu, workdir=workdir,
+                                  startup_timeout=args.startup_timeout) as server:
+                    await bench_server(server, args, rows)
+            except ServerUnavailable as exc:
+                failures[name] = str(exc)
+                log(f"!! {exc}")
+            except (OSError, urllib.error.URLError) as exc:
+                failures[name] = f"{name}: {exc!r}"
+                log(f"!! {name}: {exc!r}")
+
+    ratios = compute_ratios(rows)
+    errors = sum(r.errors for r in rows)
+    if args.json:
+        print(json.dumps({
+            "config": {"duration_s": args.duration, "warmup_s": args.warmup,
+                       "concurrency": args.concurrency, "server_cpu": server_cpu,
+                       "client_cpu": None if server_cpu is None else args.client_cpu,
+                       "ours_cmd": args.ours_cmd, "notes": notes},
+            "results": [r.__dict__ for r in rows],
+            "ratios": ratios,
+            "failures": failures,
+        }, indent=2))
+    else:
+        out = [format_table(rows)] if rows else []
+        ratio_text = format_ratios(ratios)
+        if ratio_text:
+            out.append(ratio_text)
+        problems = [f"error sample [{r.server} {r.scenario}]: {s}" for r in rows for s in r.error_samples]
+        problems += [f"{name}: NOT BENCHMARKED (or incomplete): {msg.splitlines()[0]}"
+                     for name, msg in failures.items()]
+        if problems:
+            out.append("\n".join(problems))
+        print("\n" + "\n\n".join(out))
+    return 1 if failures or errors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    args = parse_args(argv)
+    try:
+        try:
+            import uvloop
+        except ImportError:
+            log("uvloop not installed: falling back to asyncio (load generator will be slower)")
+            return asyncio.run(_amain(args))
+        return uvloop.run(_amain(args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        _stop_live_servers()
+        log("interrupted; servers stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

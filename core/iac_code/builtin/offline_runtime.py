@@ -1,0 +1,89 @@
+"""The built-in offline agent runtime (first form).
+
+Works with no network and no credentials: every prompt gets streamed
+assistant text; a prompt asking for a VPC gets a valid ROS template produced
+through a ``ros_template`` tool call. Usage is an honest character-based
+estimate (about four characters per token), not a tokenizer count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from iac_code.builtin import ros_templates
+from iac_code.hookspecs import hookimpl
+from iac_code.records import AgentRuntimeSpec
+from iac_code.runtime import (
+    ArtifactPayload,
+    RuntimeEvent,
+    TextDelta,
+    ToolCompleted,
+    ToolInputComplete,
+    ToolStarted,
+    TurnRequest,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from iac_code.kernel import Kernel
+
+HELP_TEXT = (
+    "I am iac-code's offline engine for Alibaba Cloud Infrastructure as Code. "
+    "I can generate ROS templates (for example: \"Create a VPC with two vSwitches in cn-hangzhou.\"), "
+    "review templates and convert Terraform to ROS. Tell me what you want to build."
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """Character-based token estimate: ceil(len / 4)."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+def _chunks(text: str) -> list[str]:
+    """Split prose after sentence ends, so it streams naturally."""
+    return [p for p in re.split(r"(?<=[.!?] )", text) if p]
+
+
+class OfflineRuntime:
+    """Deterministic offline runtime; turns are independent of each other for now."""
+
+    name = "offline"
+
+    async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        output: list[str] = []
+        if ros_templates.wants_vpc(turn.prompt):
+            count = ros_templates.vswitch_count(turn.prompt)
+            region = ros_templates.region_of(turn.prompt)
+            tool_id = f"{turn.task_id}-ros-template-1"
+            yield ToolStarted(tool_id, "ros_template")
+            yield ToolInputComplete(tool_id, "ros_template", {"kind": "vpc", "vswitches": count, "region": region})
+            template = ros_templates.to_yaml(ros_templates.vpc_template(count, region))
+            yield ToolCompleted(
+                tool_id, "ros_template",
+                {"resourceCount": count + 1, "format": "ROS YAML"},
+                artifact=ArtifactPayload("vpc.ros.yaml", "text/yaml", template),
+            )
+            plural = "es" if count != 1 else ""
+            intro = (f"Here is the ROS template for a VPC with {count} vSwitch{plural}"
+                     f"{' in ' + region if region else ''}.\n")
+            chunks = [intro, "```yaml\n" + template + "```\n"]
+        else:
+            chunks = _chunks(HELP_TEXT)
+        for chunk in chunks:
+            output.append(chunk)
+            yield TextDelta(chunk)
+            await asyncio.sleep(0)  # a cancellation point between chunks
+        yield Usage(estimate_tokens(turn.prompt), estimate_tokens("".join(output)))
+
+
+@hookimpl
+def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
+    def create(kernel: Kernel) -> OfflineRuntime:
+        return OfflineRuntime()
+
+    return [AgentRuntimeSpec(name="offline", create_runtime=create,
+                             description="Deterministic offline IaC engine (no credentials needed).")]

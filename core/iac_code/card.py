@@ -1,0 +1,189 @@
+"""The Agent Card: built once from configuration, served with cache validators.
+
+:class:`CardService` owns the ``AgentCard`` proto that a2a-sdk's request handler
+also holds, so interfaces learnt after the transport binds (an ephemeral port)
+update both. The served document is pre-serialised with its ``ETag``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from email.utils import formatdate
+from typing import Any
+
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+    APIKeySecurityScheme,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from google.protobuf.json_format import MessageToDict
+
+from iac_code import __version__
+from iac_code.config import ServerConfig
+from iac_code.records import InterfaceInfo
+
+ARTIFACT_METADATA_EXTENSION = "urn:iac-code:a2a:artifact-metadata:v1"
+
+DESCRIPTION = "AI-powered Infrastructure as Code assistant for Alibaba Cloud ROS and Terraform workflows."
+UNAUTHENTICATED_NOTE = " Unauthenticated A2A server mode is intended for trusted local environments."
+
+BASE_INPUT_MODES = (
+    "text/plain", "application/json", "text/markdown", "text/yaml", "application/yaml",
+    "application/x-yaml", "image/png", "image/jpeg", "image/webp", "image/gif",
+    "audio/mpeg", "audio/wav", "audio/ogg", "application/octet-stream",
+)
+OUTPUT_MODES = ("text/plain",)
+
+SKILLS: tuple[dict[str, Any], ...] = (
+    {"id": "iac_generation", "name": "IaC Generation",
+     "description": "Generate Alibaba Cloud ROS and Terraform templates from natural language.",
+     "tags": ["iac", "ros", "terraform", "alibaba-cloud"],
+     "examples": ["Create a VPC with two vSwitches in cn-hangzhou."]},
+    {"id": "iac_review", "name": "IaC Review",
+     "description": "Review IaC templates and suggest fixes.",
+     "tags": ["iac", "review", "validation"],
+     "examples": ["Review this ROS template for missing parameters."]},
+    {"id": "aliyun_ros_operations", "name": "Alibaba Cloud ROS Operations",
+     "description": "Help with Alibaba Cloud ROS stack workflows.",
+     "tags": ["aliyun", "ros", "stack"],
+     "examples": ["Check why this ROS stack update failed."]},
+    {"id": "terraform_ros_conversion", "name": "Terraform To ROS Conversion",
+     "description": "Convert Terraform to ROS with bundled skill resources.",
+     "tags": ["terraform", "ros", "conversion"],
+     "examples": ["Convert this Terraform VPC module to ROS YAML."]},
+)
+RUNTIME_DETAILS_SKILL = {
+    "id": "iac_code_runtime_details", "name": "iac-code Runtime Details",
+    "description": "Authenticated runtime details of this iac-code A2A server.",
+    "tags": ["iac-code", "runtime", "a2a"], "examples": ["List my current A2A tasks."],
+}
+
+
+def input_modes() -> list[str]:
+    """The advertised input MIME types, with the configured extras appended."""
+    modes = list(BASE_INPUT_MODES)
+    for var in ("IACCODE_A2A_TEXT_MIME_TYPES", "IACCODE_A2A_MULTIMODAL_MIME_TYPES"):
+        extras = sorted({m.strip().lower() for m in os.environ.get(var, "").split(",") if m.strip()})
+        modes.extend(m for m in extras if m not in modes)
+    return modes
+
+
+def _skill(spec: dict[str, Any], modes: list[str]) -> AgentSkill:
+    return AgentSkill(
+        id=spec["id"], name=spec["name"], description=spec.get("description", ""),
+        tags=spec.get("tags", []), examples=spec.get("examples", []),
+        input_modes=spec.get("input_modes") or modes,
+        output_modes=spec.get("output_modes") or list(OUTPUT_MODES),
+    )
+
+
+def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo]) -> AgentCard:
+    """Build the public Agent Card for this configuration."""
+    overrides = config.agent_card
+    modes = overrides.default_input_modes or input_modes()
+    description = overrides.description or (DESCRIPTION + ("" if config.auth_enabled else UNAUTHENTICATED_NOTE))
+    skills = (
+        [s.model_dump() for s in overrides.skills] if overrides.skills is not None else list(SKILLS)
+    )
+    card = AgentCard(
+        name=overrides.name or "iac-code",
+        description=description,
+        version=overrides.version or __version__,
+        provider=AgentProvider(organization=overrides.organization or "iac-code", url="https://github.com/iac-code"),
+        supported_interfaces=[
+            AgentInterface(url=i.url, protocol_binding=i.protocol_binding, protocol_version=i.protocol_version)
+            for i in interfaces
+        ],
+        capabilities=AgentCapabilities(
+            streaming=True,
+            push_notifications=config.push_notifications,
+            extended_agent_card=True,
+            extensions=[
+                AgentExtension(
+                    uri=ARTIFACT_METADATA_EXTENSION,
+                    description="Optional iac-code metadata namespace for tool status and stored local artifact metadata.",
+                    required=False,
+                ),
+                *(
+                    AgentExtension(uri=uri, description="Required by this server.", required=True)
+                    for uri in config.required_extensions
+                ),
+            ],
+        ),
+        default_input_modes=modes,
+        default_output_modes=overrides.default_output_modes or list(OUTPUT_MODES),
+        skills=[_skill(s, modes) for s in skills],
+    )
+    if config.token:
+        card.security_schemes["bearerAuth"].CopyFrom(
+            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer")))
+        card.security_requirements.append(SecurityRequirement(schemes={"bearerAuth": StringList(list=[""])}))
+    if config.basic_username and config.basic_password:
+        card.security_schemes["basicAuth"].CopyFrom(
+            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="basic")))
+        card.security_requirements.append(SecurityRequirement(schemes={"basicAuth": StringList(list=[""])}))
+    if config.api_key:
+        card.security_schemes["apiKeyAuth"].CopyFrom(
+            SecurityScheme(api_key_security_scheme=APIKeySecurityScheme(location="header", name=config.api_key_header)))
+        card.security_requirements.append(SecurityRequirement(schemes={"apiKeyAuth": StringList(list=[""])}))
+    return card
+
+
+def build_extended_card(public: AgentCard, config: ServerConfig) -> AgentCard:
+    """The card for authenticated callers: the public card plus runtime details."""
+    extended = AgentCard()
+    extended.CopyFrom(public)
+    del extended.signatures[:]
+    if config.agent_card.skills is None:
+        extended.skills.append(_skill(RUNTIME_DETAILS_SKILL, list(public.default_input_modes)))
+    return extended
+
+
+@dataclass(frozen=True)
+class CardDocument:
+    """The serialised card and its HTTP cache validators."""
+
+    body: bytes
+    etag: str
+    last_modified: str
+
+
+class CardService:
+    """Holds the live card protos and their served document."""
+
+    def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None) -> None:
+        self._config = config
+        self._started = formatdate(usegmt=True)
+        self.card = build_agent_card(config, interfaces or [])
+        self.extended = build_extended_card(self.card, config)
+        self.document = self._render()
+
+    def set_interfaces(self, interfaces: list[InterfaceInfo]) -> None:
+        """Replace ``supportedInterfaces`` in place (the request handler shares the protos)."""
+        fresh = build_agent_card(self._config, interfaces)
+        self.card.CopyFrom(fresh)
+        self.extended.CopyFrom(build_extended_card(fresh, self._config))
+        self.document = self._render()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The public card as served over HTTP (with the legacy 0.3 fields)."""
+        return agent_card_to_dict(self.card)
+
+    def _render(self) -> CardDocument:
+        card = self.as_dict() if self.card.supported_interfaces else MessageToDict(self.card)
+        body = json.dumps(card, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        canonical = json.dumps(card, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        etag = f'"sha256-{hashlib.sha256(canonical.encode("utf-8")).hexdigest()}"'
+        return CardDocument(body=body, etag=etag, last_modified=self._started)

@@ -1,0 +1,131 @@
+"""The ``iac-code`` command line: ``iac-code a2a`` runs the A2A server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+import click
+
+from iac_code import __version__
+from iac_code.errors import StartupError
+
+logger = logging.getLogger("iac_code")
+
+
+def setup_logging(debug: bool, to_stdout: bool) -> None:
+    """Log to stderr (and mirror to stdout when asked); debug raises the level."""
+    level = logging.DEBUG if debug else logging.INFO
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if to_stdout:
+        handlers.append(logging.StreamHandler(sys.stdout))
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        h.setFormatter(fmt)
+        root.addHandler(h)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("iac_code").setLevel(level)
+    logging.getLogger("iac_code_transport_http").setLevel(level)
+    if debug:
+        logging.getLogger("a2a").setLevel(logging.DEBUG)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="iac-code")
+def main() -> None:
+    """iac-code: Infrastructure-as-Code assistant for Alibaba Cloud."""
+
+
+@main.command("a2a")
+@click.option("--config", "config_path", default="", help="YAML file with server options.")
+@click.option("--host", default=None, help="Bind host (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Bind port (default 41242; 0 picks a free port).")
+@click.option("--transport", default=None, help="Transport plugin (default http).")
+@click.option("--debug", "-d", is_flag=True, help="Debug logging.")
+@click.option("--log-to-stdout/--no-log-to-stdout", default=None, help="Mirror logs to stdout.")
+@click.option("--plugins", "plugins_action", type=click.Choice(["list"]), default=None,
+              help="'list' shows every plugin and exits.")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", help="Format for --plugins list.")
+def a2a(config_path: str, host: str | None, port: int | None, transport: str | None, debug: bool,
+        log_to_stdout: bool | None, plugins_action: str | None, output: str) -> None:
+    """Run iac-code as an A2A 1.0 server."""
+    from iac_code.config import build_config_model, load_config, read_config_file
+
+    try:
+        raw = read_config_file(config_path)
+        # a2a-sdk reads its tracing switch at import time, before plugins load.
+        if not raw.get("tracing"):
+            os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+        from iac_code.plugins import Plugins
+
+        blocked = raw.get("disabled_plugins") or []
+        plugins = Plugins.load(blocked=blocked if isinstance(blocked, list) else [])
+        if plugins_action == "list":
+            _print_plugins(plugins, output)
+            return
+        model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
+        overrides: dict[str, Any] = {"host": host, "port": port, "transport": transport,
+                                     "log_to_stdout": log_to_stdout}
+        if debug:
+            overrides["debug"] = True
+        config = load_config(raw=raw, overrides=overrides, model=model)
+        setup_logging(config.debug, config.log_to_stdout)
+        for info in plugins.infos():
+            if info.status == "failed":
+                logger.error("Plugin %s (%s %s) failed to load: %s", info.name, info.distribution,
+                             info.version, info.reason)
+        from iac_code.kernel import Kernel
+
+        kernel = Kernel(config, plugins)
+        _run(kernel)
+    except StartupError as exc:
+        _fail(str(exc))
+
+
+def _run(kernel: Any) -> None:
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
+                pass
+        await kernel.serve_forever(stop)
+
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is absent on Windows
+        asyncio.run(serve())
+    else:
+        uvloop.run(serve())
+
+
+def _print_plugins(plugins: Any, output: str) -> None:
+    infos = [i.as_dict() for i in plugins.infos()]
+    if output == "json":
+        click.echo(json.dumps({"plugins": infos}, indent=2))
+        return
+    headers = ["name", "distribution", "version", "kind", "status", "hooks"]
+    rows = [[i["name"], i["distribution"], i["version"], i["kind"],
+             i["status"] + (f": {i['reason']}" if i["reason"] else ""), ", ".join(i["hooks"])] for i in infos]
+    widths = [max(len(str(r[c])) for r in [headers, *rows]) for c in range(len(headers))]
+    for row in [headers, *rows]:
+        click.echo("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

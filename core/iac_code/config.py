@@ -1,0 +1,201 @@
+"""The one configuration loader: YAML file + CLI overrides + environment.
+
+Keys may be written with dashes or underscores (``persistence-dir`` ≡
+``persistence_dir``, recursively). String values get ``~`` and ``${VAR}``
+expansion. Plugins contribute their own top-level keys through the
+``iac_code_config_model`` hook; an unknown key or a wrong type is a start-up
+error naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from iac_code.errors import StartupError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 41242
+DEFAULT_TRANSPORT = "http"
+DEFAULT_API_KEY_HEADER = "X-API-Key"
+
+AUTH_ENV = {
+    "token": "IACCODE_A2A_HTTP_TOKEN",
+    "basic_username": "IACCODE_A2A_BASIC_USERNAME",
+    "basic_password": "IACCODE_A2A_BASIC_PASSWORD",
+    "api_key": "IACCODE_A2A_API_KEY",
+    "api_key_header": "IACCODE_A2A_API_KEY_HEADER",
+}
+
+
+def default_config_dir() -> Path:
+    """``IAC_CODE_CONFIG_DIR`` or ``~/.iac-code``."""
+    return Path(os.environ.get("IAC_CODE_CONFIG_DIR") or Path.home() / ".iac-code")
+
+
+class SkillConfig(BaseModel):
+    """One Agent Card skill declared in configuration (for brought-in executors)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    examples: list[str] = Field(default_factory=list)
+    input_modes: list[str] = Field(default_factory=list)
+    output_modes: list[str] = Field(default_factory=list)
+
+
+class AgentCardConfig(BaseModel):
+    """Agent Card fields that replace the built-in iac-code ones."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    description: str | None = None
+    version: str | None = None
+    organization: str | None = None
+    skills: list[SkillConfig] | None = None
+    default_input_modes: list[str] | None = None
+    default_output_modes: list[str] | None = None
+
+
+class ServerConfig(BaseModel):
+    """The kernel's own settings. Plugins add theirs by model inheritance."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    host: str = Field(DEFAULT_HOST, description="Bind host.")
+    port: int = Field(DEFAULT_PORT, ge=0, le=65535, description="Bind port (0 picks a free one).")
+    transport: str = Field(DEFAULT_TRANSPORT, description="Transport plugin name.")
+    log_to_stdout: bool = Field(False, description="Mirror logs to stdout.")
+    debug: bool = Field(False, description="Debug logging.")
+
+    token: str = Field("", description="Bearer token; falls back to IACCODE_A2A_HTTP_TOKEN.")
+    basic_username: str = Field("", description="Basic auth user; falls back to IACCODE_A2A_BASIC_USERNAME.")
+    basic_password: str = Field("", description="Basic auth password; falls back to IACCODE_A2A_BASIC_PASSWORD.")
+    api_key: str = Field("", description="API key; falls back to IACCODE_A2A_API_KEY.")
+    api_key_header: str = Field("", description="API key header; falls back to IACCODE_A2A_API_KEY_HEADER, then X-API-Key.")
+
+    persistence_dir: str = Field("", description="State directory (default <config-dir>/a2a).")
+    push_notifications: bool = Field(False, description="Enable the push-notification config API and delivery.")
+
+    agent_runtime: str = Field("offline", description="Agent runtime plugin name.")
+    agent_executor: str = Field("", description="An a2a-sdk AgentExecutor as 'package.module:attr'; overrides agent-runtime.")
+    agent_card: AgentCardConfig = Field(default_factory=AgentCardConfig, description="Agent Card overrides.")
+
+    disabled_plugins: list[str] = Field(default_factory=list, description="Plugin names not to load.")
+    max_request_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body.")
+    required_extensions: list[str] = Field(default_factory=list, description="Extension URIs callers must request.")
+    tracing: bool = Field(False, description="Keep a2a-sdk's OpenTelemetry spans (off by default: they cost throughput).")
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.token or (self.basic_username and self.basic_password) or self.api_key)
+
+    def resolved_persistence_dir(self) -> Path:
+        return Path(self.persistence_dir) if self.persistence_dir else default_config_dir() / "a2a"
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand(value: Any) -> Any:
+    if isinstance(value, str):
+        value = _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), value)
+        if value.startswith("~"):
+            value = os.path.expanduser(value)
+        return value
+    if isinstance(value, list):
+        return [_expand(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _expand(v) for k, v in value.items()}
+    return value
+
+
+def normalise_keys(value: Any) -> Any:
+    """Spell every mapping key with underscores, recursively."""
+    if isinstance(value, dict):
+        return {str(k).replace("-", "_"): normalise_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalise_keys(v) for v in value]
+    return value
+
+
+def read_config_file(path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """Read and normalise a YAML configuration file (``{}`` when ``path`` is empty)."""
+    if not path:
+        return {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StartupError(f"Cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise StartupError(f"Config file {path} is not valid YAML{where}.") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise StartupError("A2A config file must contain a YAML mapping.")
+    return _expand(normalise_keys(data))
+
+
+def build_config_model(extra_models: list[tuple[str, type[BaseModel]]]) -> type[ServerConfig]:
+    """Combine the kernel's model with each plugin's; a key declared twice is an error."""
+    owners: dict[str, str] = {name: "iac-code" for name in ServerConfig.model_fields}
+    bases: list[type[BaseModel]] = []
+    for plugin, model in extra_models:
+        for key in model.model_fields:
+            if key in owners:
+                raise StartupError(
+                    f"Configuration key {key.replace('_', '-')!r} is declared by both {owners[key]} and {plugin}"
+                )
+            owners[key] = plugin
+        bases.append(model)
+    if not bases:
+        return ServerConfig
+    return create_model("IacCodeConfig", __base__=(ServerConfig, *bases))  # type: ignore[call-overload,no-any-return]
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    loc = ".".join(str(p).replace("_", "-") if isinstance(p, str) else str(p) for p in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f"unknown configuration key '{loc}'"
+    return f"'{loc}': {error['msg']}"
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    model: type[ServerConfig] = ServerConfig,
+    environ: Mapping[str, str] | None = None,
+    raw: Mapping[str, Any] | None = None,
+) -> ServerConfig:
+    """Load the configuration: file, then explicit CLI overrides, then env fallbacks for auth."""
+    env = os.environ if environ is None else environ
+    data = dict(raw) if raw is not None else read_config_file(path)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    for key, var in AUTH_ENV.items():
+        if not data.get(key) and env.get(var):
+            data[key] = env[var]
+    try:
+        config = model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise StartupError(f"Invalid configuration: {problems}") from None
+    if not config.api_key_header:
+        config.api_key_header = DEFAULT_API_KEY_HEADER
+    return config

@@ -1,0 +1,300 @@
+"""The one transport-neutral JSON-RPC 2.0 dispatcher.
+
+A transport authenticates, then calls :meth:`JsonRpcDispatcher.dispatch` with the
+request body and a :class:`CallInfo`. The result is either one JSON-RPC response
+dict or an async iterator of response dicts (streaming methods), so transports
+only add framing. Protocol semantics stay in a2a-sdk's request handler; this
+module validates the envelope, checks ``A2A-Version`` and required extensions,
+parses params into the SDK's protobuf requests and maps errors to the standard
+codes without leaking internals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a.extensions.common import get_requested_extensions
+from a2a.server.context import ServerCallContext
+from a2a.server.jsonrpc_models import (
+    InternalError as JsonRpcInternalError,
+)
+from a2a.server.jsonrpc_models import (
+    InvalidParamsError as JsonRpcInvalidParams,
+)
+from a2a.server.jsonrpc_models import (
+    InvalidRequestError as JsonRpcInvalidRequest,
+)
+from a2a.server.jsonrpc_models import (
+    JSONParseError,
+    JSONRPCError,
+)
+from a2a.server.jsonrpc_models import (
+    MethodNotFoundError as JsonRpcMethodNotFound,
+)
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.request_handlers.response_helpers import build_error_response
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    SendMessageResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils import proto_utils
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
+from a2a.utils.errors import (
+    A2AError,
+    ExtensionSupportRequiredError,
+    TaskNotFoundError,
+    VersionNotSupportedError,
+)
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+
+from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
+
+logger = logging.getLogger(__name__)
+
+Response = dict[str, Any]
+
+STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+METHOD_PARAMS: dict[str, type] = {
+    "SendMessage": SendMessageRequest,
+    "SendStreamingMessage": SendMessageRequest,
+    "GetTask": GetTaskRequest,
+    "ListTasks": ListTasksRequest,
+    "CancelTask": CancelTaskRequest,
+    "SubscribeToTask": SubscribeToTaskRequest,
+    "CreateTaskPushNotificationConfig": TaskPushNotificationConfig,
+    "GetTaskPushNotificationConfig": GetTaskPushNotificationConfigRequest,
+    "ListTaskPushNotificationConfigs": ListTaskPushNotificationConfigsRequest,
+    "DeleteTaskPushNotificationConfig": DeleteTaskPushNotificationConfigRequest,
+    "GetExtendedAgentCard": GetExtendedAgentCardRequest,
+}
+# The decoded JSON params, kept so JSON data parts round-trip exactly (protobuf
+# Values would turn every integer into a float).
+RAW_PARAMS_KEY = "iac_code.raw_params"
+# Methods exempt from the required-extension check (the card must stay reachable).
+EXTENSION_EXEMPT = frozenset({"GetExtendedAgentCard"})
+
+
+@dataclass
+class CallInfo:
+    """What a transport knows about one call.
+
+    ``headers`` must answer lower-case look-ups (``a2a-version``);
+    ``extensions`` holds every raw ``A2A-Extensions`` value (comma lists allowed).
+    """
+
+    principal: Principal = ANONYMOUS_PRINCIPAL
+    headers: Mapping[str, str] = field(default_factory=dict)
+    extensions: list[str] = field(default_factory=list)
+    transport: str = ""
+
+
+def _error(request_id: Any, error: A2AError | JSONRPCError) -> Response:
+    return build_error_response(request_id, error)
+
+
+def _result(request_id: Any, result: Any) -> Response:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _version_compatible(version: str) -> bool:
+    if version == PROTOCOL_VERSION_1_0:
+        return True
+    major, _, _ = version.partition(".")
+    return major == "1"
+
+
+class JsonRpcDispatcher:
+    """Validates JSON-RPC envelopes and routes A2A 1.0 methods to a RequestHandler."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        *,
+        required_extensions: frozenset[str] = frozenset(),
+    ) -> None:
+        self._handler = handler
+        self._required = required_extensions
+        self._unary: dict[str, Callable[[Any, ServerCallContext], Any]] = {
+            "SendMessage": self._send_message,
+            "GetTask": self._get_task,
+            "ListTasks": self._list_tasks,
+            "CancelTask": self._cancel_task,
+            "CreateTaskPushNotificationConfig": self._create_push_config,
+            "GetTaskPushNotificationConfig": self._get_push_config,
+            "ListTaskPushNotificationConfigs": self._list_push_configs,
+            "DeleteTaskPushNotificationConfig": self._delete_push_config,
+            "GetExtendedAgentCard": self._extended_card,
+        }
+
+    # ------------------------------------------------------------------ entry point
+
+    async def dispatch(self, body: bytes | str | Mapping[str, Any], call: CallInfo) -> Response | AsyncIterator[Response]:
+        """Handle one JSON-RPC request; never raises for bad input."""
+        if isinstance(body, bytes | str):
+            try:
+                payload: Any = json.loads(body)
+            except (ValueError, UnicodeDecodeError):
+                return _error(None, JSONParseError(message="Parse error: request body is not valid JSON"))
+        else:
+            payload = body
+        if isinstance(payload, list):
+            return _error(None, JsonRpcInvalidRequest(message="Batch requests are not supported"))
+        if not isinstance(payload, dict):
+            return _error(None, JsonRpcInvalidRequest(message="Invalid request: expected a JSON object"))
+        request_id = payload.get("id")
+        if isinstance(request_id, bool) or not (request_id is None or isinstance(request_id, str | int)):
+            return _error(None, JsonRpcInvalidRequest(message="Invalid request: id must be a string, integer, or null"))
+        if payload.get("jsonrpc") != "2.0":
+            return _error(request_id, JsonRpcInvalidRequest(message="Invalid request: 'jsonrpc' must be exactly '2.0'"))
+        method = payload.get("method")
+        if not isinstance(method, str) or not method:
+            return _error(request_id, JsonRpcInvalidRequest(message="Invalid request: 'method' must be a non-empty string"))
+        model = METHOD_PARAMS.get(method)
+        if model is None:
+            return _error(request_id, JsonRpcMethodNotFound(message=f"Method not found: {method[:100]}"))
+        params = payload.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            return _error(request_id, JsonRpcInvalidParams(message="Invalid params: 'params' must be an object"))
+
+        version = call.headers.get("a2a-version") or PROTOCOL_VERSION_0_3
+        if not _version_compatible(version.strip()):
+            return _error(request_id, VersionNotSupportedError(
+                message=f"A2A version '{version[:20]}' is not supported by this handler. "
+                f"Expected version '{PROTOCOL_VERSION_1_0}'."))
+        requested = get_requested_extensions(call.extensions)
+        if self._required and method not in EXTENSION_EXEMPT:
+            missing = sorted(self._required - requested)
+            if missing:
+                return _error(request_id, ExtensionSupportRequiredError(
+                    message=f"Required A2A extensions were not requested: {', '.join(missing)}"))
+
+        try:
+            request = ParseDict(params, model(), ignore_unknown_fields=True)
+        except (ParseError, ValueError, TypeError, AttributeError) as exc:
+            return _error(request_id, JsonRpcInvalidParams(message=f"Invalid params: {_first_line(exc)}"))
+
+        context = ServerCallContext(
+            user=PrincipalUser(call.principal),
+            state={"headers": call.headers, "method": method, "request_id": request_id,
+                   "transport": call.transport, RAW_PARAMS_KEY: params},
+            requested_extensions=requested,
+            tenant=getattr(request, "tenant", ""),
+        )
+        if method in STREAMING_METHODS:
+            return await self._stream(method, request_id, request, context)
+        try:
+            return _result(request_id, await self._unary[method](request, context))
+        except A2AError as exc:
+            return _error(request_id, exc)
+        except Exception:
+            logger.exception("Unhandled error in %s (request id %r)", method, request_id)
+            return _error(request_id, JsonRpcInternalError(message="Internal error"))
+
+    # ------------------------------------------------------------------ streaming
+
+    async def _stream(self, method: str, request_id: Any, request: Any,
+                      context: ServerCallContext) -> Response | AsyncIterator[Response]:
+        if method == "SendStreamingMessage":
+            stream = self._handler.on_message_send_stream(request, context)
+        else:
+            stream = self._handler.on_subscribe_to_task(request, context)
+        # Fetch the first event eagerly: errors before it are a plain error response.
+        try:
+            first = await anext(stream)
+        except StopAsyncIteration:
+            return _empty()
+        except A2AError as exc:
+            return _error(request_id, exc)
+        except Exception:
+            logger.exception("Unhandled error in %s (request id %r)", method, request_id)
+            return _error(request_id, JsonRpcInternalError(message="Internal error"))
+        return self._frames(stream, first, request_id, method)
+
+    async def _frames(self, stream: AsyncIterator[Any], first: Any, request_id: Any,
+                      method: str) -> AsyncIterator[Response]:
+        to_stream = proto_utils.to_stream_response
+        try:
+            yield _result(request_id, MessageToDict(to_stream(first)))
+            async for event in stream:
+                yield _result(request_id, MessageToDict(to_stream(event)))
+        except A2AError as exc:
+            yield _error(request_id, exc)
+        except Exception:
+            logger.exception("Unhandled error while streaming %s (request id %r)", method, request_id)
+            yield _error(request_id, JsonRpcInternalError(message="Internal error"))
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    # ------------------------------------------------------------------ unary methods
+
+    async def _send_message(self, request: SendMessageRequest, context: ServerCallContext) -> Any:
+        result = await self._handler.on_message_send(request, context)
+        if isinstance(result, Task):
+            return MessageToDict(SendMessageResponse(task=result))
+        return MessageToDict(SendMessageResponse(message=result))
+
+    async def _get_task(self, request: GetTaskRequest, context: ServerCallContext) -> Any:
+        task = await self._handler.on_get_task(request, context)
+        if task is None:
+            raise TaskNotFoundError
+        return MessageToDict(task)
+
+    async def _list_tasks(self, request: ListTasksRequest, context: ServerCallContext) -> Any:
+        response = await self._handler.on_list_tasks(request, context)
+        result = MessageToDict(response, always_print_fields_with_no_presence=True)
+        if not request.include_artifacts:
+            for task in result.get("tasks", []):
+                task.pop("artifacts", None)
+        return result
+
+    async def _cancel_task(self, request: CancelTaskRequest, context: ServerCallContext) -> Any:
+        task = await self._handler.on_cancel_task(request, context)
+        if task is None:
+            raise TaskNotFoundError
+        return MessageToDict(task)
+
+    async def _create_push_config(self, request: TaskPushNotificationConfig, context: ServerCallContext) -> Any:
+        return MessageToDict(await self._handler.on_create_task_push_notification_config(request, context))
+
+    async def _get_push_config(self, request: GetTaskPushNotificationConfigRequest, context: ServerCallContext) -> Any:
+        return MessageToDict(await self._handler.on_get_task_push_notification_config(request, context))
+
+    async def _list_push_configs(self, request: ListTaskPushNotificationConfigsRequest,
+                                 context: ServerCallContext) -> Any:
+        return MessageToDict(await self._handler.on_list_task_push_notification_configs(request, context))
+
+    async def _delete_push_config(self, request: DeleteTaskPushNotificationConfigRequest,
+                                  context: ServerCallContext) -> Any:
+        await self._handler.on_delete_task_push_notification_config(request, context)
+        return None
+
+    async def _extended_card(self, request: GetExtendedAgentCardRequest, context: ServerCallContext) -> Any:
+        return MessageToDict(await self._handler.on_get_extended_agent_card(request, context))
+
+
+async def _empty() -> AsyncIterator[Response]:
+    return
+    yield  # pragma: no cover - makes this an async generator
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

@@ -1,0 +1,140 @@
+"""Every hook of the iac-code plugin system, in one module.
+
+Hooks are plain synchronous pluggy hooks. Component hooks return lists of the
+typed records in :mod:`iac_code.records`; the kernel collects the results of
+all plugins (none of these hooks is ``firstresult``) and selects
+implementations by configured name. Objects that do I/O expose ``async``
+methods that the kernel awaits; the hooks themselves never block.
+
+Plugins implement hooks with ``iac_code.hookimpl`` and register under the
+``iac_code`` entry-point group (the entry name is the plugin's short name).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from iac_code.kernel import Kernel
+    from iac_code.records import (
+        AgentRuntimeSpec,
+        CardSignerSpec,
+        HttpRouteSpec,
+        PartDecoderSpec,
+        PushQueueSpec,
+        RouterSpec,
+        ToolSpec,
+        TransportSpec,
+    )
+
+PROJECT_NAME = "iac_code"
+ENTRY_POINT_GROUP = "iac_code"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@hookspec
+def iac_code_config_model() -> type[BaseModel] | None:
+    """Contribute the plugin's own configuration keys.
+
+    Called once at start-up, before the configuration file is validated.
+
+    :return: a pydantic model whose fields become top-level configuration keys
+        (``my_key`` is written ``my-key`` or ``my_key`` in YAML), or ``None``.
+        Give every field a default and a ``description``. Two plugins declaring
+        the same key is a start-up error naming both.
+    """
+
+
+# --------------------------------------------------------------------------- components
+
+
+@hookspec
+def iac_code_transports() -> list[TransportSpec]:
+    """Provide server transports (HTTP, gRPC, WebSocket, ...).
+
+    Called when the kernel looks up the transport named by ``--transport``.
+
+    :return: transport records; each ``create(kernel)`` returns a server that
+        frames requests and hands them to ``kernel.dispatcher``.
+    """
+
+
+@hookspec
+def iac_code_push_queues() -> list[PushQueueSpec]:
+    """Provide push-notification delivery queues (``push-queue`` setting).
+
+    Called when push notifications are enabled and the queue is built.
+
+    :return: queue records; ``create(kernel)`` returns a :class:`~iac_code.records.PushQueue`.
+    """
+
+
+@hookspec
+def iac_code_card_signers() -> list[CardSignerSpec]:
+    """Provide Agent Card signers and verifiers.
+
+    Called when the Agent Card is built (signers) and when the client checks a
+    remote card (verifiers).
+
+    :return: signer records.
+    """
+
+
+@hookspec
+def iac_code_part_decoders() -> list[PartDecoderSpec]:
+    """Provide decoders that turn incoming message parts into prompt input.
+
+    Called once when the kernel builds its decoder table. Each record claims a
+    part ``kind`` and media types; two records claiming the same pair is a
+    start-up error naming both plugins.
+
+    :return: decoder records.
+    """
+
+
+@hookspec
+def iac_code_routers() -> list[RouterSpec]:
+    """Provide routers that pick a remote agent for ``iac-code a2a-client``.
+
+    :return: router records, selected by name.
+    """
+
+
+@hookspec
+def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
+    """Provide agent runtimes (``agent-runtime`` setting).
+
+    Called when the kernel builds its executor. A runtime either speaks
+    iac-code runtime events (:mod:`iac_code.runtime`) or is an unchanged
+    a2a-sdk ``AgentExecutor``.
+
+    :return: runtime records.
+    """
+
+
+@hookspec
+def iac_code_tools() -> list[ToolSpec]:
+    """Provide tools that agent runtimes may call.
+
+    :return: tool records, looked up by name by the runtimes.
+    """
+
+
+@hookspec
+def iac_code_http_routes(kernel: Kernel) -> list[HttpRouteSpec]:
+    """Add routes to the HTTP transport's aiohttp application.
+
+    Called once by the HTTP transport while it builds its application.
+
+    :param kernel: the running kernel (configuration, card, dispatcher).
+    :return: route records; authentication applies unless ``auth=False``.
+    """

@@ -1,0 +1,137 @@
+"""The kernel: assembles configuration, plugins and a2a-sdk into a server.
+
+``Kernel`` builds the Agent Card, the authenticator, the executor (an iac-code
+runtime behind :class:`~iac_code.executor.RuntimeExecutor`, or an unchanged
+a2a-sdk ``AgentExecutor``), a2a-sdk's request handler and the one JSON-RPC
+dispatcher, then starts the configured transport plugin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+from typing import Any
+
+from a2a.server.agent_execution import AgentExecutor
+from a2a.server.tasks import InMemoryTaskStore
+
+from iac_code.auth import Authenticator
+from iac_code.card import CardService
+from iac_code.config import ServerConfig
+from iac_code.dispatcher import JsonRpcDispatcher
+from iac_code.errors import StartupError
+from iac_code.executor import RuntimeExecutor
+from iac_code.inputs import InputDecoder
+from iac_code.plugins import Plugins
+from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
+from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
+
+logger = logging.getLogger(__name__)
+
+# A finished iac-code turn parks its SDK ActiveTask in INPUT_REQUIRED; release it
+# soon (a follow-up recreates it from the task store) so memory stays flat.
+PARKED_TASK_RELEASE_SECONDS = 2.0
+
+
+def load_executor(reference: str) -> AgentExecutor:
+    """Import ``package.module:attr`` and return an ``AgentExecutor`` instance.
+
+    ``attr`` may be an instance, a class or a zero-argument factory.
+    """
+    module_name, sep, attr = reference.partition(":")
+    if not sep or not module_name or not attr:
+        raise StartupError(f"agent-executor must look like 'package.module:attr', got {reference!r}")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except Exception as exc:
+        raise StartupError(f"Cannot load agent-executor {reference!r}: {type(exc).__name__}: {exc}") from None
+    if inspect.isclass(target) or (callable(target) and not isinstance(target, AgentExecutor)):
+        try:
+            target = target()
+        except Exception as exc:
+            raise StartupError(f"Cannot create agent-executor {reference!r}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(target, AgentExecutor):
+        raise StartupError(f"agent-executor {reference!r} is not an a2a-sdk AgentExecutor")
+    return target
+
+
+class Kernel:
+    """One configured server: card, auth, executor, request handler, dispatcher, transport."""
+
+    def __init__(self, config: ServerConfig, plugins: Plugins) -> None:
+        self.config = config
+        self.plugins = plugins
+        self.transport_spec: TransportSpec = plugins.transport(config.transport)
+        self.authenticator = Authenticator(config)
+        self.cards = CardService(config)
+        self.task_store = InMemoryTaskStore()
+        self.executor, self._decoder = self._build_executor()
+        self.request_handler: KernelRequestHandler | None = None
+        self.dispatcher: JsonRpcDispatcher | None = None
+        self._server: TransportServer | None = None
+        self.interfaces: list[InterfaceInfo] = []
+
+    def _build_handler(self) -> None:
+        """Create a2a-sdk's request handler and the dispatcher once the card is final."""
+        turns = self.executor if isinstance(self.executor, RuntimeExecutor) else None
+        self.request_handler = KernelRequestHandler(
+            agent_executor=self.executor,
+            task_store=self.task_store,
+            agent_card=self.cards.card,
+            extended_agent_card=self.cards.extended,
+            request_context_builder=DecodingContextBuilder(self._decoder) if self._decoder is not None else None,
+            interrupted_task_timeout=PARKED_TASK_RELEASE_SECONDS if turns is not None else None,
+            turns=turns,
+        )
+        self.dispatcher = JsonRpcDispatcher(
+            self.request_handler, required_extensions=frozenset(self.config.required_extensions))
+
+    def _build_executor(self) -> tuple[AgentExecutor, InputDecoder | None]:
+        if self.config.agent_executor:
+            return load_executor(self.config.agent_executor), None
+        runtimes = self.plugins.agent_runtimes()
+        name = self.config.agent_runtime.strip().lower().replace("_", "-")
+        if name not in runtimes:
+            known = ", ".join(sorted(runtimes)) or "none"
+            raise StartupError(f"Agent runtime {name!r} is not installed (installed: {known}).")
+        spec = runtimes[name].record
+        if spec.create_executor is not None:
+            executor = spec.create_executor(self)
+            if not isinstance(executor, AgentExecutor):
+                raise StartupError(f"Agent runtime {name!r} did not return an a2a-sdk AgentExecutor")
+            return executor, None
+        assert spec.create_runtime is not None
+        return RuntimeExecutor(spec.create_runtime(self)), InputDecoder(self.plugins.part_decoders())
+
+    async def start(self) -> list[InterfaceInfo]:
+        """Start the transport and publish its interfaces on the card."""
+        self._server = self.transport_spec.create(self)
+        # Transports look up ``kernel.dispatcher`` per request; it is built below,
+        # before control returns to the event loop, with the bound interfaces.
+        self.interfaces = await self._server.start()
+        self.cards.set_interfaces(self.interfaces)
+        self._build_handler()
+        return self.interfaces
+
+    async def stop(self) -> None:
+        """Stop the transport, then drain the running turns."""
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
+        if self.request_handler is not None:
+            await self.request_handler.aclose()
+
+    async def serve_forever(self, stop: asyncio.Event | None = None) -> None:
+        """Start, log where we listen, and run until ``stop`` is set."""
+        stop = stop or asyncio.Event()
+        interfaces = await self.start()
+        for i in interfaces:
+            logger.info("iac-code A2A server listening: %s (%s)", i.url, i.protocol_binding)
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()

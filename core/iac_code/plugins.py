@@ -1,0 +1,299 @@
+"""Plugin manager factory, guarded entry-point loading and a typed façade.
+
+The kernel never spells ``pm.hook.<name>``: it asks :class:`Plugins` for
+transports, decoders, runtimes and so on. Built-in features are registered
+from :data:`iac_code.builtin.BUILTIN_PLUGINS` through the same manager as
+installed plugins; every entry point is loaded in its own ``try`` so a broken
+install is reported by name and the rest keep working.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import pluggy
+
+from iac_code import hookspecs
+from iac_code.errors import StartupError
+from iac_code.records import (
+    AgentRuntimeSpec,
+    CardSignerSpec,
+    HttpRouteSpec,
+    PartDecoderSpec,
+    PushQueueSpec,
+    RouterSpec,
+    ToolSpec,
+    TransportSpec,
+    normalise_name,
+)
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from iac_code.kernel import Kernel
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Which root extra brings which first-party plugin, for install hints.
+EXTRA_FOR_PLUGIN: dict[str, str] = {
+    "http": "a2a",
+    "push-file": "a2a",
+    "grpc": "a2a-grpc",
+    "grpc-jsonrpc": "a2a-grpc",
+    "redis-streams": "a2a-redis",
+    "push-redis": "a2a-redis",
+    "signing-jwks": "a2a-signing",
+}
+
+
+def install_hint(component: str) -> str:
+    """The pip command that brings the plugin providing ``component``."""
+    extra = EXTRA_FOR_PLUGIN.get(normalise_name(component), "all")
+    return f"pip install 'iac-code[{extra}]'"
+
+
+@dataclass
+class PluginInfo:
+    """What ``iac-code a2a --plugins list`` shows for one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    builtin: bool
+    status: str = "active"  # active | blocked | failed
+    reason: str = ""
+    hooks: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "hooks": list(self.hooks),
+            "kind": "built-in" if self.builtin else "installed",
+            "status": self.status,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Provided(Generic[T]):
+    """A component record together with the plugin that provided it."""
+
+    record: T
+    plugin: str
+    distribution: str
+
+
+def _short_reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Plugins:
+    """The kernel's typed façade over one pluggy manager.
+
+    Build it with :meth:`load`; tests register extra plugins with
+    :meth:`register` and remove them with :meth:`unregister`.
+    """
+
+    def __init__(self) -> None:
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self._pm.add_hookspecs(hookspecs)
+        self._infos: dict[str, PluginInfo] = {}
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        blocked: Iterable[str] = (),
+        entry_point_group: str = hookspecs.ENTRY_POINT_GROUP,
+        load_entry_points: bool = True,
+    ) -> Plugins:
+        """Create a manager with the built-ins and every installed plugin.
+
+        ``blocked`` names plugins to skip (shown as ``blocked``).
+        """
+        from iac_code.builtin import BUILTIN_PLUGINS
+
+        plugins = cls()
+        blocked_names = {normalise_name(b) for b in blocked if b.strip()}
+        for module_name in BUILTIN_PLUGINS:
+            short = module_name.rsplit(".", 1)[-1].replace("_", "-")
+            if short in blocked_names:
+                plugins._infos[short] = PluginInfo(short, "iac-code", _dist_version("iac-code"), True, "blocked")
+                continue
+            module = importlib.import_module(module_name)
+            plugins._register(module, short, "iac-code", _dist_version("iac-code"), builtin=True)
+        if load_entry_points:
+            for ep in sorted(entry_points(group=entry_point_group), key=lambda e: e.name):
+                plugins._load_entry_point(ep, blocked_names)
+        plugins._pm.check_pending()
+        return plugins
+
+    def _load_entry_point(self, ep: EntryPoint, blocked: set[str]) -> None:
+        name = normalise_name(ep.name)
+        dist = ep.dist.name if ep.dist is not None else "?"
+        version = ep.dist.version if ep.dist is not None else "?"
+        if name in self._infos:
+            self._infos[f"{name}@{dist}"] = PluginInfo(
+                name, dist, version, False, "failed",
+                f"name already taken by {self._infos[name].distribution}",
+            )
+            logger.error("Plugin %r from %s skipped: name already used by %s", name, dist, self._infos[name].distribution)
+            return
+        if name in blocked:
+            self._infos[name] = PluginInfo(name, dist, version, False, "blocked")
+            return
+        try:
+            plugin = ep.load()
+            self._register(plugin, name, dist, version, builtin=False)
+        except Exception as exc:  # a broken plugin must not take the host down
+            reason = _short_reason(exc)
+            self._infos[name] = PluginInfo(name, dist, version, False, "failed", reason)
+            logger.error("Plugin %r (%s %s) failed to load: %s", name, dist, version, reason)
+
+    def _register(self, plugin: object, name: str, dist: str, version: str, *, builtin: bool) -> None:
+        self._pm.register(plugin, name=name)
+        hooks = sorted(
+            impl_caller.name
+            for impl_caller in self._pm.get_hookcallers(plugin) or []
+        )
+        self._infos[name] = PluginInfo(name, dist, version, builtin, "active", "", hooks)
+
+    def register(self, plugin: object, name: str, *, distribution: str = "(registered)") -> None:
+        """Register an extra plugin object or module at run time (tests, embedding)."""
+        self._register(plugin, normalise_name(name), distribution, "", builtin=False)
+        self._pm.check_pending()
+
+    def unregister(self, name: str) -> None:
+        """Remove a plugin registered with :meth:`register`."""
+        name = normalise_name(name)
+        self._pm.unregister(name=name)
+        self._infos.pop(name, None)
+
+    # ------------------------------------------------------------------ introspection
+
+    def infos(self) -> list[PluginInfo]:
+        """Every known plugin: active, blocked and failed; built-ins first."""
+        return sorted(self._infos.values(), key=lambda i: (not i.builtin, i.name))
+
+    def failed(self, name: str) -> PluginInfo | None:
+        info = self._infos.get(normalise_name(name))
+        return info if info is not None and info.status == "failed" else None
+
+    # ------------------------------------------------------------------ collection
+
+    def _collect(self, hook_name: str, kind: type[T], **kwargs: Any) -> list[Provided[T]]:
+        hook = getattr(self._pm.hook, hook_name)
+        provided: list[Provided[T]] = []
+        for impl in hook.get_hookimpls():
+            info = self._infos.get(impl.plugin_name)
+            dist = info.distribution if info else impl.plugin_name
+            try:
+                result = impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as exc:
+                raise StartupError(f"Plugin {impl.plugin_name!r} failed in {hook_name}: {_short_reason(exc)}") from exc
+            if result is None:
+                continue
+            items = result if isinstance(result, list | tuple) else [result]
+            for item in items:
+                if not isinstance(item, kind):
+                    raise StartupError(
+                        f"Plugin {impl.plugin_name!r} returned {type(item).__name__} from {hook_name}; expected {kind.__name__}"
+                    )
+                provided.append(Provided(item, impl.plugin_name, dist))
+        return provided
+
+    def _by_name(self, hook_name: str, kind: type[T], what: str,
+                 names: Callable[[T], Iterable[str]]) -> dict[str, Provided[T]]:
+        table: dict[str, Provided[T]] = {}
+        for p in self._collect(hook_name, kind):
+            for n in names(p.record):
+                key = normalise_name(n)
+                if key in table and table[key].plugin != p.plugin:
+                    other = table[key]
+                    raise StartupError(
+                        f"{what} {key!r} is provided by both {other.plugin} ({other.distribution}) "
+                        f"and {p.plugin} ({p.distribution}); block one with disabled-plugins"
+                    )
+                table[key] = p
+        return table
+
+    def transports(self) -> dict[str, Provided[TransportSpec]]:
+        """Transports by name and alias."""
+        return self._by_name("iac_code_transports", TransportSpec, "Transport",
+                             lambda t: (t.name, *t.aliases))
+
+    def transport(self, name: str) -> TransportSpec:
+        """The transport called ``name``, or a StartupError with an install hint."""
+        key = normalise_name(name)
+        table = self.transports()
+        if key in table:
+            return table[key].record
+        broken = self.failed(key)
+        if broken is not None:
+            raise StartupError(
+                f"Plugin {broken.name!r} ({broken.distribution} {broken.version}) needed for transport "
+                f"{key!r} failed to load: {broken.reason}. Reinstall with: {install_hint(key)}"
+            )
+        known = ", ".join(sorted({p.record.name for p in table.values()})) or "none"
+        raise StartupError(
+            f"Transport {key!r} is not installed (installed: {known}). Install with: {install_hint(key)}"
+        )
+
+    def push_queues(self) -> dict[str, Provided[PushQueueSpec]]:
+        return self._by_name("iac_code_push_queues", PushQueueSpec, "Push queue", lambda q: (q.name,))
+
+    def card_signers(self) -> dict[str, Provided[CardSignerSpec]]:
+        return self._by_name("iac_code_card_signers", CardSignerSpec, "Card signer", lambda s: (s.name,))
+
+    def routers(self) -> dict[str, Provided[RouterSpec]]:
+        return self._by_name("iac_code_routers", RouterSpec, "Router", lambda r: (r.name,))
+
+    def tools(self) -> dict[str, Provided[ToolSpec]]:
+        return self._by_name("iac_code_tools", ToolSpec, "Tool", lambda t: (t.name,))
+
+    def agent_runtimes(self) -> dict[str, Provided[AgentRuntimeSpec]]:
+        return self._by_name("iac_code_agent_runtimes", AgentRuntimeSpec, "Agent runtime", lambda r: (r.name,))
+
+    def part_decoders(self) -> dict[tuple[str, str], Provided[PartDecoderSpec]]:
+        """Decoders keyed by ``(kind, media type pattern)``; a shared key is an error."""
+        table: dict[tuple[str, str], Provided[PartDecoderSpec]] = {}
+        for p in self._collect("iac_code_part_decoders", PartDecoderSpec):
+            for mt in p.record.media_types:
+                key = (p.record.kind, mt.strip().lower())
+                if key in table:
+                    other = table[key]
+                    raise StartupError(
+                        f"Part decoder for {key[0]} {key[1]!r} is provided by both "
+                        f"{other.plugin} ({other.distribution}) and {p.plugin} ({p.distribution})"
+                    )
+                table[key] = p
+        return table
+
+    def http_routes(self, kernel: Kernel) -> list[Provided[HttpRouteSpec]]:
+        return self._collect("iac_code_http_routes", HttpRouteSpec, kernel=kernel)
+
+    def config_models(self) -> list[Provided[type[BaseModel]]]:
+        from pydantic import BaseModel
+
+        return self._collect("iac_code_config_model", type(BaseModel))  # type: ignore[arg-type]
+
+
+def _dist_version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "0.0.0"

@@ -1,0 +1,214 @@
+"""Typed records that plugins return from the component hooks.
+
+Every "provides a component" hook in :mod:`iac_code.hookspecs` returns a list of
+these records. The plugin manager collects them, normalises their names and
+rejects duplicates with an error naming both distributions, so the rest of the
+kernel selects implementations by configured name, never by registration order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from iac_code.kernel import Kernel
+    from iac_code.runtime import AgentRuntime
+
+
+def normalise_name(name: str) -> str:
+    """Component names compare trimmed, lower-case, with ``_`` spelled ``-``."""
+    return name.strip().lower().replace("_", "-")
+
+
+# --------------------------------------------------------------------------- transports
+
+
+@dataclass(frozen=True)
+class InterfaceInfo:
+    """One entry of the Agent Card's ``supportedInterfaces``."""
+
+    url: str
+    protocol_binding: str
+    protocol_version: str = "1.0"
+
+
+class TransportServer(Protocol):
+    """A running transport: binds on ``start`` and frames requests for the kernel."""
+
+    async def start(self) -> list[InterfaceInfo]:
+        """Bind and start serving; return the interfaces to advertise."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop accepting requests and release every resource."""
+        ...
+
+
+@dataclass(frozen=True)
+class TransportSpec:
+    """A transport (HTTP, gRPC, ...): ``create`` builds a server bound to a kernel."""
+
+    name: str
+    create: Callable[[Kernel], TransportServer]
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- push queues
+
+
+class PushQueue(Protocol):
+    """Durable queue of push-notification delivery jobs (at-least-once)."""
+
+    async def enqueue(self, job: Mapping[str, Any]) -> str:
+        """Store one job and return its id."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and background work."""
+        ...
+
+
+@dataclass(frozen=True)
+class PushQueueSpec:
+    """A push delivery queue backend selected by the ``push-queue`` setting."""
+
+    name: str
+    create: Callable[[Kernel], PushQueue]
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- card signing
+
+
+@dataclass(frozen=True)
+class CardSignerSpec:
+    """Signs the Agent Card (``sign``) and verifies remote cards (``verify``)."""
+
+    name: str
+    create_signer: Callable[[Kernel], Callable[[Any], Any]] | None = None
+    create_verifier: Callable[[Kernel], Callable[[Any], Awaitable[bool]]] | None = None
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- input parts
+
+
+@dataclass(frozen=True)
+class InputPart:
+    """A transport- and SDK-neutral view of one message part handed to decoders.
+
+    ``kind`` is one of ``text``, ``data``, ``raw`` or ``url``; exactly the
+    matching payload attribute is set.
+    """
+
+    kind: str
+    media_type: str
+    text: str | None = None
+    data: Any = None
+    raw: bytes | None = None
+    url: str | None = None
+    filename: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DecodeContext:
+    """What a decoder may consult: the workspace and the server's limits."""
+
+    cwd: str
+    allowed_roots: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DecodedPart:
+    """A decoder's result: text for the prompt and/or a prompt-manifest entry."""
+
+    text: str = ""
+    manifest_entry: Mapping[str, Any] | None = None
+
+
+class PartDecodeError(ValueError):
+    """Raised by a decoder for input it understands but must refuse.
+
+    The message is sent to the caller as an invalid-params error, so it must not
+    contain local paths or secrets.
+    """
+
+
+@dataclass(frozen=True)
+class PartDecoderSpec:
+    """Decodes parts of one ``kind`` whose media type matches ``media_types``.
+
+    ``media_types`` entries are exact types (``text/plain``), a major wildcard
+    (``image/*``) or ``*``; lookup prefers the most specific match.
+    """
+
+    name: str
+    kind: str
+    media_types: tuple[str, ...]
+    decode: Callable[[InputPart, DecodeContext], DecodedPart]
+
+
+# --------------------------------------------------------------------------- routers, runtimes, tools
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """Chooses the remote agent for ``iac-code a2a-client`` calls."""
+
+    name: str
+    create: Callable[[Kernel], Any]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class AgentRuntimeSpec:
+    """An agent runtime, selected by the ``agent-runtime`` setting.
+
+    Exactly one of ``create_runtime`` (an iac-code runtime speaking runtime
+    events, see :mod:`iac_code.runtime`) or ``create_executor`` (an unchanged
+    a2a-sdk ``AgentExecutor``) is set.
+    """
+
+    name: str
+    create_runtime: Callable[[Kernel], AgentRuntime] | None = None
+    create_executor: Callable[[Kernel], Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.create_runtime is None) == (self.create_executor is None):
+            raise ValueError(
+                f"agent runtime {self.name!r} must set exactly one of create_runtime or create_executor"
+            )
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool an agent runtime may call; ``create`` returns the tool object."""
+
+    name: str
+    create: Callable[[Kernel], Any]
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- extra HTTP routes
+
+
+@dataclass(frozen=True)
+class HttpRouteSpec:
+    """An extra aiohttp route added to the HTTP transport.
+
+    ``auth`` false exempts the route from authentication (like ``/health``);
+    keep that for routes that reveal nothing.
+    """
+
+    method: str
+    path: str
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    auth: bool = True
+    name: str = ""

@@ -1,0 +1,1 @@
+"""HTTP JSON-RPC + SSE transport for the iac-code A2A server, on aiohttp."""

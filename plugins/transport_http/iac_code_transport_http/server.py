@@ -1,0 +1,188 @@
+"""The aiohttp application: health, Agent Card, JSON-RPC (unary + SSE), plugin routes.
+
+The transport only frames: it authenticates through the kernel's
+authenticator, hands bodies to the kernel's dispatcher and writes JSON or SSE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
+from iac_code.dispatcher import CallInfo
+from iac_code.records import InterfaceInfo
+
+if TYPE_CHECKING:
+    from iac_code.kernel import Kernel
+
+logger = logging.getLogger(__name__)
+
+CARD_PATH = "/.well-known/agent-card.json"
+HEALTH_BODY = b'{"status":"healthy"}'
+UNAUTHORIZED_BODY = b'{"error":"Unauthorized"}'
+PRINCIPAL_KEY = web.RequestKey("iac_code.principal", Principal)
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=body, status=status, content_type="application/json", headers=headers)
+
+
+def _rpc_error(code: int, message: str) -> bytes:
+    return _dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+
+
+class HttpTransport:
+    """Serves the kernel over HTTP; one instance per running server."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        config = kernel.config
+        self._max_body = config.max_request_bytes
+        self._ping_seconds = float(getattr(config, "sse_ping_seconds", 15.0))
+        self._public_url = str(getattr(config, "public_url", "") or "")
+        self._public_paths = {"/health"}
+        self._runner: web.AppRunner | None = None
+
+    # ------------------------------------------------------------------ app
+
+    def build_app(self) -> web.Application:
+        """The aiohttp application with the kernel's routes and every plugin route."""
+        app = web.Application(client_max_size=self._max_body, middlewares=[self._guard])
+        app.router.add_get("/health", self._health, allow_head=False)
+        app.router.add_get(CARD_PATH, self._card, allow_head=False)
+        app.router.add_post("/", self._rpc)
+        for provided in self.kernel.plugins.http_routes(self.kernel):
+            route = provided.record
+            app.router.add_route(route.method.upper(), route.path, route.handler, name=route.name or None)
+            if not route.auth:
+                self._public_paths.add(route.path)
+        return app
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        authenticator = self.kernel.authenticator
+        if authenticator.enabled and request.path not in self._public_paths:
+            principal = authenticator.authenticate(request.headers)
+            if principal is None:
+                return _json(UNAUTHORIZED_BODY, 401)
+            request[PRINCIPAL_KEY] = principal
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            if exc.status == 413:
+                return _json(_rpc_error(-32600, "Request payload too large"), 413)
+            return _json(_dumps({"error": exc.reason}), exc.status,
+                         headers={"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("Unhandled error on %s %s", request.method, request.path)
+            return _json(_dumps({"error": "Internal Server Error"}), 500)
+
+    # ------------------------------------------------------------------ routes
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return _json(HEALTH_BODY)
+
+    async def _card(self, request: web.Request) -> web.Response:
+        document = self.kernel.cards.document
+        headers = {"Cache-Control": "public, max-age=60", "ETag": document.etag,
+                   "Last-Modified": document.last_modified}
+        if_none_match = request.headers.get("If-None-Match")
+        if if_none_match is not None:
+            tags = {t.strip() for t in if_none_match.split(",")}
+            if document.etag in tags or "*" in tags:
+                return web.Response(status=304, headers=headers)
+        return _json(document.body, headers=headers)
+
+    async def _rpc(self, request: web.Request) -> web.StreamResponse:
+        if request.content_length is not None and request.content_length > self._max_body:
+            return _json(_rpc_error(-32600, "Request payload too large"), 413)
+        body = await request.read()
+        headers = request.headers
+        call = CallInfo(
+            principal=request.get(PRINCIPAL_KEY, ANONYMOUS_PRINCIPAL),
+            headers=headers,
+            extensions=headers.getall("A2A-Extensions", []),
+            transport="http",
+        )
+        dispatcher = self.kernel.dispatcher
+        if dispatcher is None:  # only between bind and kernel start-up completing
+            return _json(_rpc_error(-32603, "Server is starting"), 503)
+        result = await dispatcher.dispatch(body, call)
+        if isinstance(result, dict):
+            return _json(_dumps(result))
+        return await self._sse(request, result)
+
+    async def _sse(self, request: web.Request, frames: AsyncIterator[dict[str, Any]]) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        await response.prepare(request)
+        pinger = asyncio.get_running_loop().create_task(self._ping(response))
+        try:
+            async for frame in frames:
+                await response.write(b"data: " + _dumps(frame) + b"\r\n\r\n")
+        except (ConnectionError, asyncio.CancelledError):
+            logger.debug("SSE client went away")
+        finally:
+            pinger.cancel()
+            aclose = getattr(frames, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
+        return response
+
+    async def _ping(self, response: web.StreamResponse) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(self._ping_seconds)
+                await response.write(b": ping\r\n\r\n")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> list[InterfaceInfo]:
+        config = self.kernel.config
+        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, config.host, config.port, shutdown_timeout=2.0, backlog=1024)
+        await site.start()
+        port = config.port
+        for address in self._runner.addresses:
+            if isinstance(address, tuple) and len(address) >= 2:
+                port = int(address[1])
+                break
+        logger.info("HTTP transport bound to %s:%s", config.host, port)
+        url = self._public_url or f"http://{_url_host(config.host)}:{port}/"
+        if not url.endswith("/"):
+            url += "/"
+        return [InterfaceInfo(url=url, protocol_binding="JSONRPC", protocol_version="1.0")]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,41 @@
+"""A small a2a-sdk agent written the standard way, with no iac-code imports.
+
+It proves an existing SDK ``AgentExecutor`` runs unchanged behind the kernel.
+"""
+
+from __future__ import annotations
+
+from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_artifact
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types.a2a_pb2 import Part
+
+
+class ShoutExecutor(AgentExecutor):
+    """Answers in upper case; a prompt ending in '?' asks the caller for more input."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        text = context.get_user_input()
+        await updater.add_artifact([Part(text=text.upper())], name="shout")
+        if text.endswith("?"):
+            await updater.requires_input(updater.new_agent_message([Part(text="Tell me more.")]))
+            return
+        await updater.complete(updater.new_agent_message([Part(text=text.upper())]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.cancel()
+
+
+def make_executor() -> ShoutExecutor:
+    return ShoutExecutor()
+
+
+__all__ = ["ShoutExecutor", "make_executor", "new_text_artifact"]

@@ -1,0 +1,253 @@
+"""The ``iac-code a2a`` command, run as a real process, and installed entry-point plugins."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from iac_code.testing import A2A_HEADERS, send_message_body
+
+IAC_CODE = str(Path(sys.executable).parent / "iac-code")
+LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
+
+THIRD_PARTY = '''
+from aiohttp import web
+from iac_code.hookspecs import hookimpl
+from iac_code.records import DecodedPart, HttpRouteSpec, PartDecoderSpec
+
+
+def decode_vpc_order(part, context):
+    return DecodedPart(text=f"Create a VPC with {part.data['vswitches']} vSwitches")
+
+
+@hookimpl
+def iac_code_part_decoders():
+    return [PartDecoderSpec(name="vpc-order", kind="data", media_types=("application/x-vpc-order",),
+                            decode=decode_vpc_order)]
+
+
+@hookimpl
+def iac_code_http_routes(kernel):
+    async def hello(request):
+        return web.json_response({"hello": "from thirdparty"})
+    return [HttpRouteSpec("GET", "/thirdparty/hello", hello)]
+'''
+
+
+def _install(site: Path, dist: str, version: str, entries: dict[str, str], modules: dict[str, str]) -> None:
+    """Install a distribution the way pip would leave it: a module plus a .dist-info."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    lines = "\n".join(f"{name} = {target}" for name, target in entries.items())
+    (info / "entry_points.txt").write_text(f"[iac_code]\n{lines}\n")
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(source)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "thirdparty-plugin", "1.2.3", {"thirdparty": "thirdparty_plugin"},
+             {"thirdparty_plugin": THIRD_PARTY})
+    _install(site, "broken-plugin", "0.0.1", {"broken": "broken_plugin", "websocket": "broken_ws"},
+             {"broken_plugin": "raise ImportError('needs libfoo')\n",
+              "broken_ws": "import no_such_dependency_xyz\n"})
+    return site
+
+
+def _env(site: Path | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IACCODE_A2A_")}
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+async def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        IAC_CODE, *args, env=env or _env(), cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@asynccontextmanager
+async def serving(*args: str, env: dict[str, str] | None = None,
+                  read_stdout: bool = False) -> AsyncIterator[tuple[str, list[str]]]:
+    """Run ``iac-code a2a`` until its listening line appears; yield (url, log lines)."""
+    proc = await asyncio.create_subprocess_exec(
+        IAC_CODE, "a2a", "--port", "0", *args, env=env or _env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    lines: list[str] = []
+    try:
+        stream = proc.stdout if read_stdout else proc.stderr
+        assert stream is not None
+        while True:
+            line = (await asyncio.wait_for(stream.readline(), 30)).decode()
+            if not line:
+                raise AssertionError("server exited early:\n" + "".join(lines))
+            lines.append(line)
+            match = LISTENING.search(line)
+            if match:
+                break
+        yield match.group(1), lines
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_plugins_list_table_and_json(site: Path) -> None:
+    code, out, err = await run("a2a", "--plugins", "list", env=_env(site))
+    assert code == 0, err
+    header, *rows = out.strip().splitlines()
+    assert header.split() == ["name", "distribution", "version", "kind", "status", "hooks"]
+    by_name = {r.split()[0]: r for r in rows}
+    assert "built-in" in by_name["offline-runtime"] and "built-in" in by_name["text-decoders"]
+    assert "iac-code-transport-http" in by_name["http"] and "installed" in by_name["http"]
+    assert "iac_code_transports" in by_name["http"]
+    assert "thirdparty-plugin" in by_name["thirdparty"] and "1.2.3" in by_name["thirdparty"]
+    assert "failed: ImportError: needs libfoo" in by_name["broken"]
+
+    code, out, _ = await run("a2a", "--plugins", "list", "--output", "json", env=_env(site))
+    assert code == 0
+    plugins = {p["name"]: p for p in json.loads(out)["plugins"]}
+    assert plugins["thirdparty"] == {
+        "name": "thirdparty", "distribution": "thirdparty-plugin", "version": "1.2.3",
+        "hooks": ["iac_code_http_routes", "iac_code_part_decoders"], "kind": "installed",
+        "status": "active", "reason": ""}
+    assert plugins["http"]["hooks"] == ["iac_code_config_model", "iac_code_transports"]
+    assert plugins["offline-runtime"]["kind"] == "built-in"
+    assert plugins["broken"]["status"] == "failed"
+    assert plugins["websocket"]["reason"].startswith("ModuleNotFoundError")
+
+
+async def test_blocked_plugin_is_listed_as_blocked(site: Path, tmp_path: Path) -> None:
+    config = tmp_path / "c.yml"
+    config.write_text("disabled-plugins: [thirdparty]\n")
+    code, out, _ = await run("a2a", "--config", str(config), "--plugins", "list", "--output", "json",
+                             env=_env(site))
+    plugins = {p["name"]: p for p in json.loads(out)["plugins"]}
+    assert plugins["thirdparty"]["status"] == "blocked"
+
+
+async def test_server_serves_card_and_seed_message(site: Path) -> None:
+    async with serving(env=_env(site)) as (url, lines), aiohttp.ClientSession() as http:
+        assert any("Plugin broken" in line and "needs libfoo" in line for line in lines)
+        async with http.get(url + ".well-known/agent-card.json") as r:
+            card = await r.json()
+            assert card["supportedInterfaces"][0]["url"] == url
+        body = send_message_body("Create a VPC with two vSwitches.")
+        body["params"]["message"]["metadata"] = {"iac_code": {"cwd": "/absolute/path/to/project"}}
+        async with http.post(url, json=body, headers=A2A_HEADERS) as r:
+            task = (await r.json())["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        async with http.get(url + "thirdparty/hello") as r:
+            assert await r.json() == {"hello": "from thirdparty"}
+        order = send_message_body("x", message_id="m-order")
+        order["params"]["message"]["parts"] = [{"data": {"vswitches": 3}, "mediaType": "application/x-vpc-order"}]
+        async with http.post(url, json=order, headers=A2A_HEADERS) as r:
+            history = (await r.json())["result"]["task"]["history"]
+        assert "VPC with 3 vSwitches" in history[-1]["parts"][0]["text"]
+
+
+async def test_cli_flags_override_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "server.yml"
+    config.write_text("host: 0.0.0.0\nport: 1\npublic_url: http://example.invalid:9/a2a\n")
+    async with serving("--config", str(config), "--host", "127.0.0.1") as (url, _), \
+            aiohttp.ClientSession() as http:
+        assert url == "http://example.invalid:9/a2a/"
+        async with http.get("http://127.0.0.1:" + _port_of(_), timeout=aiohttp.ClientTimeout(total=10)) as r:
+            assert r.status in (404, 405)
+
+
+async def test_log_to_stdout_mirrors_the_log() -> None:
+    async with serving("--log-to-stdout", read_stdout=True) as (url, lines):
+        assert url.startswith("http://127.0.0.1:")
+
+
+def _port_of(lines: list[str]) -> str:
+    for line in lines:
+        if "bound" in line:
+            return line.rsplit(":", 1)[1].strip().split("/")[0]
+    raise AssertionError("no bound-address log line")
+
+
+@pytest.mark.parametrize(("yaml_text", "fragments"), [
+    ("no_such_key: 1\n", ["unknown configuration key 'no-such-key'"]),
+    ("port: eighty\n", ["'port'", "integer"]),
+    ("sse-ping-seconds: soon\n", ["'sse-ping-seconds'"]),
+    ("agent-card:\n  colour: red\n", ["'agent-card.colour'"]),
+    ("- just\n- a list\n", ["A2A config file must contain a YAML mapping."]),
+    ("port: [1\n", ["not valid YAML"]),
+])
+async def test_bad_config_is_a_clear_startup_error(tmp_path: Path, yaml_text: str, fragments: list[str]) -> None:
+    config = tmp_path / "bad.yml"
+    config.write_text(yaml_text)
+    code, out, err = await run("a2a", "--config", str(config))
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1, err
+    for fragment in fragments:
+        assert fragment in err
+    assert "Traceback" not in err
+
+
+async def test_missing_transport_plugin_names_the_extra(tmp_path: Path) -> None:
+    code, _, err = await run("a2a", "--transport", "grpc")
+    assert code == 1
+    assert "pip install 'iac-code[a2a-grpc]'" in err and "Traceback" not in err
+    config = tmp_path / "no-http.yml"
+    config.write_text("disabled-plugins: [http]\n")
+    code, _, err = await run("a2a", "--config", str(config))
+    assert code == 1
+    assert "pip install 'iac-code[a2a]'" in err
+
+
+async def test_failed_plugin_needed_by_config_stops_startup(site: Path) -> None:
+    code, _, err = await run("a2a", "--transport", "websocket", env=_env(site))
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert "Plugin 'websocket'" in lines[-1] and "failed to load" in lines[-1] and "pip install" in lines[-1]
+    assert "Traceback" not in err
+
+
+async def test_removed_flags_are_rejected() -> None:
+    code, _, err = await run("a2a", "--token", "x")
+    assert code == 2
+    assert "No such option" in err and "--token" in err
+
+
+async def test_debug_flag_and_env_auth() -> None:
+    env = _env(IACCODE_A2A_HTTP_TOKEN="cli-token")
+    async with serving("-d", env=env) as (url, lines), aiohttp.ClientSession() as http:
+        async with http.get(url + ".well-known/agent-card.json") as r:
+            assert r.status == 401
+        async with http.get(url + ".well-known/agent-card.json",
+                            headers={"Authorization": "Bearer cli-token"}) as r:
+            assert "bearerAuth" in (await r.json())["securitySchemes"]
+        async with http.get(url + "health") as r:
+            assert r.status == 200
+
+
+def test_help_lists_options() -> None:
+    from click.testing import CliRunner
+
+    from iac_code.cli import main
+
+    result = CliRunner().invoke(main, ["a2a", "--help"])
+    assert result.exit_code == 0
+    for option in ("--config", "--host", "--port", "--transport", "--debug", "--log-to-stdout", "--plugins",
+                   "--output"):
+        assert option in result.output
