@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import functools
 import json
 import os
 import shlex
@@ -48,9 +49,10 @@ if str(BENCH_DIR) not in sys.path:
 
 from loadgen import Scenario, ScenarioResult, percentile, run_scenario  # noqa: E402
 
-#: Expected SSE events per stream; must match trivial_agent.EXPECTED_STREAM_EVENTS
-#: (duplicated here so the load generator does not need a2a-sdk installed).
-EXPECTED_STREAM_EVENTS = 7
+try:  # single source of truth when a2a-sdk is importable here
+    from trivial_agent import EXPECTED_STREAM_EVENTS
+except ImportError:  # load generator env without a2a-sdk: Task + 5 WORKING + COMPLETED
+    EXPECTED_STREAM_EVENTS = 7
 
 DEFAULT_OURS_CMD = "iac-code a2a --host {host} --port {port} --config {config}"
 OURS_CONFIG_YAML = "agent-executor: trivial_agent:TrivialExecutor\n"
@@ -95,6 +97,11 @@ def _get_task_body(task_id: str) -> bytes:
         {"jsonrpc": "2.0", "id": "3", "method": "GetTask", "params": {"id": task_id}},
         separators=(",", ":"),
     ).encode()
+
+
+def _constant(body: bytes) -> Callable[[], bytes]:
+    """Body factory that always returns ``body``."""
+    return lambda: body
 
 
 def _validate_send(obj: Any) -> str | None:
@@ -354,6 +361,11 @@ def summarize(res: ScenarioResult, server: str, streaming: bool, server_cpu_s: f
     )
 
 
+def _mark_cpu(server: ServerProc, marks: dict[str, float], edge: str) -> None:
+    """Record the server's CPU seconds at a measurement-window edge."""
+    marks[edge] = server.cpu_seconds()
+
+
 async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[Row]) -> None:
     """Run every selected scenario against one running server, appending to ``rows``."""
     for name in args.scenarios:
@@ -371,18 +383,15 @@ async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[
                 raise ServerUnavailable(
                     f"{server.name}: GetTask setup SendMessage returned {str(first)[:300]}") from exc
             body = _get_task_body(task_id)
-            sc = Scenario(name, lambda body=body: body, validate=_validate_get(task_id))
+            sc = Scenario(name, _constant(body), validate=_validate_get(task_id))
 
         cpu_marks: dict[str, float] = {}
-
-        def on_window(edge: str) -> None:
-            cpu_marks[edge] = server.cpu_seconds()
-
         log(f"  {server.name}: {name} (warm-up {args.warmup:g}s, measure {args.duration:g}s, "
             f"concurrency {args.concurrency})")
         res = await run_scenario(
             sc, "127.0.0.1", server.port, concurrency=args.concurrency, warmup_s=args.warmup,
-            duration_s=args.duration, validate_every=args.validate_every, on_window=on_window,
+            duration_s=args.duration, validate_every=args.validate_every,
+            on_window=functools.partial(_mark_cpu, server, cpu_marks),
         )
         cpu_s = cpu_marks["stop"] - cpu_marks["start"] if len(cpu_marks) == 2 else None
         rows.append(summarize(res, server.name, sc.streaming, cpu_s))
@@ -428,8 +437,8 @@ def compute_ratios(rows: list[Row]) -> dict[str, dict[str, Any]]:
         if ref is None or ours is None:
             continue
         metric, target = TARGETS[sc]
-        r_val = ref.events_s if metric == "events/s" else ref.req_s
-        o_val = ours.events_s if metric == "events/s" else ours.req_s
+        r_val = (ref.events_s or 0.0) if metric == "events/s" else ref.req_s
+        o_val = (ours.events_s or 0.0) if metric == "events/s" else ours.req_s
         tput = (o_val / r_val) if r_val else None
         p99 = (ours.p99_ms / ref.p99_ms) if ref.p99_ms else None
         out[sc] = {
@@ -441,6 +450,11 @@ def compute_ratios(rows: list[Row]) -> dict[str, dict[str, Any]]:
             "p99_ok": p99 is not None and p99 < 1.0,
         }
     return out
+
+
+def _rounded(d: dict[str, Any]) -> dict[str, Any]:
+    """Copy of ``d`` with floats rounded for readable JSON."""
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in d.items()}
 
 
 def format_ratios(ratios: dict[str, dict[str, Any]]) -> str:
@@ -568,8 +582,8 @@ async def _amain(args: argparse.Namespace) -> int:
                        "concurrency": args.concurrency, "server_cpu": server_cpu,
                        "client_cpu": None if server_cpu is None else args.client_cpu,
                        "ours_cmd": args.ours_cmd, "notes": notes},
-            "results": [r.__dict__ for r in rows],
-            "ratios": ratios,
+            "results": [_rounded(r.__dict__) for r in rows],
+            "ratios": {k: _rounded(v) for k, v in ratios.items()},
             "failures": failures,
         }, indent=2))
     else:

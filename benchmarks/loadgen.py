@@ -28,7 +28,7 @@ try:
     import httptools
 except ImportError as exc:  # pragma: no cover - environment problem
     raise SystemExit(
-        "benchmarks need 'httptools' for the load generator: pip install httptools uvloop aiohttp"
+        "benchmarks need 'httptools' for the load generator: pip install httptools uvloop"
     ) from exc
 
 #: Bound on reconnect attempts after failures, so a dead server cannot cause a busy loop.

@@ -105,6 +105,8 @@ def iac_code_part_decoders() -> list[PartDecoderSpec]:
 def iac_code_routers() -> list[RouterSpec]:
     """Provide routers that pick a remote agent for ``iac-code a2a-client``.
 
+    Called when the client resolves which agent should receive a call.
+
     :return: router records, selected by name.
     """
 
@@ -124,6 +126,8 @@ def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
 @hookspec
 def iac_code_tools() -> list[ToolSpec]:
     """Provide tools that agent runtimes may call.
+
+    Called when a runtime builds its tool table.
 
     :return: tool records, looked up by name by the runtimes.
     """

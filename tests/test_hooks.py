@@ -1,0 +1,204 @@
+"""Every hookspec: documented, implemented by a test plugin, collected and used by the kernel."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import pluggy
+import pytest
+from pydantic import BaseModel
+
+from iac_code import hookspecs
+from iac_code.dispatcher import CallInfo
+from iac_code.errors import StartupError
+from iac_code.hookspecs import hookimpl
+from iac_code.plugins import Plugins
+from iac_code.records import (
+    AgentRuntimeSpec,
+    CardSignerSpec,
+    DecodedPart,
+    HttpRouteSpec,
+    InterfaceInfo,
+    PartDecoderSpec,
+    PushQueueSpec,
+    RouterSpec,
+    ToolSpec,
+    TransportSpec,
+)
+from iac_code.testing import make_kernel
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "plugin-hooks.md"
+HOOKS = sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("iac_code_"))
+
+
+class LoopbackTransport:
+    """A transport with no network: callers hand it JSON-RPC bodies directly."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        LoopbackTransport.last = self
+
+    async def start(self) -> list[InterfaceInfo]:
+        return [InterfaceInfo(url="loopback://iac-code", protocol_binding="loopback")]
+
+    async def stop(self) -> None:
+        pass
+
+    async def call(self, body: bytes) -> Any:
+        return await self.kernel.dispatcher.dispatch(body, CallInfo(headers={"a2a-version": "1.0"},
+                                                                    transport="loopback"))
+
+
+class LoopbackConfig(BaseModel):
+    loopback_label: str = "demo"
+
+
+class EveryHookPlugin:
+    """Implements every hookspec."""
+
+    @hookimpl
+    def iac_code_config_model(self) -> type[BaseModel]:
+        return LoopbackConfig
+
+    @hookimpl
+    def iac_code_transports(self) -> list[TransportSpec]:
+        return [TransportSpec(name="loopback", aliases=("lb",), create=LoopbackTransport)]
+
+    @hookimpl
+    def iac_code_push_queues(self) -> list[PushQueueSpec]:
+        return [PushQueueSpec(name="memory-test", create=lambda kernel: object())]  # type: ignore[arg-type,return-value]
+
+    @hookimpl
+    def iac_code_card_signers(self) -> list[CardSignerSpec]:
+        return [CardSignerSpec(name="test-signer")]
+
+    @hookimpl
+    def iac_code_part_decoders(self) -> list[PartDecoderSpec]:
+        return [PartDecoderSpec(name="csv", kind="text", media_types=("text/csv",),
+                                decode=lambda part, ctx: DecodedPart(text=f"CSV:{part.text}"))]
+
+    @hookimpl
+    def iac_code_routers(self) -> list[RouterSpec]:
+        return [RouterSpec(name="test-router", create=lambda kernel: object())]
+
+    @hookimpl
+    def iac_code_agent_runtimes(self) -> list[AgentRuntimeSpec]:
+        return [AgentRuntimeSpec(name="test-runtime", create_runtime=lambda kernel: object())]  # type: ignore[arg-type,return-value]
+
+    @hookimpl
+    def iac_code_tools(self) -> list[ToolSpec]:
+        return [ToolSpec(name="test-tool", create=lambda kernel: object())]
+
+    @hookimpl
+    def iac_code_http_routes(self, kernel: Any) -> list[HttpRouteSpec]:
+        async def handler(request: Any) -> Any:
+            raise NotImplementedError
+
+        return [HttpRouteSpec("GET", "/every-hook", handler)]
+
+
+def test_every_hook_is_documented_and_has_a_docstring() -> None:
+    docs = DOCS.read_text(encoding="utf-8")
+    headings = set(re.findall(r"^## `?(iac_code_\w+)`?", docs, re.MULTILINE))
+    assert set(HOOKS) == headings
+    for name in HOOKS:
+        doc = inspect.getdoc(getattr(hookspecs, name)) or ""
+        assert "Called" in doc or "called" in doc, name
+        assert ":return:" in doc, name
+
+
+def test_test_plugin_covers_every_hook() -> None:
+    implemented = {n for n, _ in inspect.getmembers(EveryHookPlugin, inspect.isfunction) if n.startswith("iac_code_")}
+    assert implemented == set(HOOKS)
+
+
+def test_every_hook_is_collected() -> None:
+    plugins = Plugins.load()
+    plugins.register(EveryHookPlugin(), "every-hook", distribution="tests")
+    assert {"loopback", "lb"} <= set(plugins.transports())
+    assert plugins.transports()["lb"].plugin == "every-hook"
+    assert plugins.push_queues()["memory-test"].distribution == "tests"
+    assert "test-signer" in plugins.card_signers()
+    assert ("text", "text/csv") in plugins.part_decoders()
+    assert "test-router" in plugins.routers()
+    assert "test-runtime" in plugins.agent_runtimes() and "offline" in plugins.agent_runtimes()
+    assert "test-tool" in plugins.tools()
+    assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
+    assert [p.record for p in plugins.config_models() if p.plugin == "every-hook"] == [LoopbackConfig]
+    info = {i.name: i for i in plugins.infos()}["every-hook"]
+    assert info.hooks == HOOKS and info.status == "active" and not info.builtin
+    plugins.unregister("every-hook")
+    assert "loopback" not in plugins.transports()
+
+
+async def test_kernel_uses_plugin_transport_decoder_and_config() -> None:
+    kernel = make_kernel({"transport": "LB", "loopback-label": "x"}, extra_plugins={"every-hook": EveryHookPlugin()})
+    assert kernel.config.loopback_label == "x"  # type: ignore[attr-defined]
+    interfaces = await kernel.start()
+    try:
+        assert interfaces[0].protocol_binding == "loopback"
+        assert kernel.cards.card.supported_interfaces[0].url == "loopback://iac-code"
+        body = (b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
+                b'"role":"ROLE_USER","parts":[{"text":"a,b","mediaType":"text/csv"}]}}}')
+        reply = await LoopbackTransport.last.call(body)
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    finally:
+        await kernel.stop()
+
+
+class DuplicateTransport:
+    @hookimpl
+    def iac_code_transports(self) -> list[TransportSpec]:
+        return [TransportSpec(name="http", create=LoopbackTransport)]
+
+
+class DuplicateKey:
+    class Model(BaseModel):
+        public_url: str = ""
+
+    @hookimpl
+    def iac_code_config_model(self) -> type[BaseModel]:
+        return self.Model
+
+
+class WrongRecord:
+    @hookimpl
+    def iac_code_transports(self) -> list[Any]:
+        return ["not a record"]
+
+
+class DuplicateDecoder:
+    @hookimpl
+    def iac_code_part_decoders(self) -> list[PartDecoderSpec]:
+        return [PartDecoderSpec(name="dup", kind="text", media_types=("text/plain",),
+                                decode=lambda part, ctx: DecodedPart())]
+
+
+def test_conflicts_name_both_plugins() -> None:
+    with pytest.raises(StartupError, match=r"'http' is provided by both http \(iac-code-transport-http\) and dup"):
+        make_kernel(extra_plugins={"dup": DuplicateTransport()})
+    with pytest.raises(StartupError, match="'public-url' is declared by both http and dup-key"):
+        make_kernel(extra_plugins={"dup-key": DuplicateKey()})
+    with pytest.raises(StartupError, match=r"text/plain'? is provided by both text-decoders \(iac-code\) and dup-dec"):
+        make_kernel(extra_plugins={"dup-dec": DuplicateDecoder()})
+    with pytest.raises(StartupError, match="returned str from iac_code_transports"):
+        make_kernel(extra_plugins={"wrong": WrongRecord()})
+
+
+def test_misspelled_hook_fails_loudly() -> None:
+    class Misspelled:
+        @hookimpl
+        def iac_code_transport(self) -> list[TransportSpec]:  # missing the trailing "s"
+            return []
+
+    with pytest.raises(pluggy.PluginValidationError):
+        Plugins.load().register(Misspelled(), "misspelled")
+
+
+def test_blocked_builtin_is_not_registered() -> None:
+    plugins = Plugins.load(blocked=["offline-runtime"])
+    assert "offline" not in plugins.agent_runtimes()
+    assert {i.name: i.status for i in plugins.infos()}["offline-runtime"] == "blocked"
