@@ -331,6 +331,8 @@ class Row:
     avg_response_bytes: float
     events_per_stream: float | None = None
     p50_first_event_ms: float | None = None
+    #: CPU time other processes took on the server's pinned core during the window.
+    other_on_server_cpu_pct: float | None = None
     error_samples: list[str] = field(default_factory=list)
 
 
@@ -361,9 +363,26 @@ def summarize(res: ScenarioResult, server: str, streaming: bool, server_cpu_s: f
     )
 
 
-def _mark_cpu(server: ServerProc, marks: dict[str, float], edge: str) -> None:
-    """Record the server's CPU seconds at a measurement-window edge."""
+def _core_busy_seconds(cpu: int) -> float | None:
+    """Busy (non-idle, non-iowait) seconds of one CPU core since boot, from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith(f"cpu{cpu} "):
+                    v = [int(x) for x in line.split()[1:9]]
+                    # user nice system idle iowait irq softirq steal
+                    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _mark_cpu(server: ServerProc, core: int | None, marks: dict[str, float], edge: str) -> None:
+    """Record server CPU seconds (and its core's busy seconds) at a window edge."""
     marks[edge] = server.cpu_seconds()
+    busy = _core_busy_seconds(core) if core is not None else None
+    if busy is not None:
+        marks[edge + "_core"] = busy
 
 
 async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[Row]) -> None:
@@ -391,10 +410,14 @@ async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[
         res = await run_scenario(
             sc, "127.0.0.1", server.port, concurrency=args.concurrency, warmup_s=args.warmup,
             duration_s=args.duration, validate_every=args.validate_every,
-            on_window=functools.partial(_mark_cpu, server, cpu_marks),
+            on_window=functools.partial(_mark_cpu, server, args.pinned_server_cpu, cpu_marks),
         )
-        cpu_s = cpu_marks["stop"] - cpu_marks["start"] if len(cpu_marks) == 2 else None
-        rows.append(summarize(res, server.name, sc.streaming, cpu_s))
+        cpu_s = cpu_marks["stop"] - cpu_marks["start"] if "stop" in cpu_marks else None
+        row = summarize(res, server.name, sc.streaming, cpu_s)
+        if cpu_s is not None and "stop_core" in cpu_marks and "start_core" in cpu_marks:
+            core_busy = cpu_marks["stop_core"] - cpu_marks["start_core"]
+            row.other_on_server_cpu_pct = max(0.0, 100.0 * (core_busy - cpu_s) / res.duration_s)
+        rows.append(row)
         if server.proc.poll() is not None:
             raise ServerUnavailable(
                 f"{server.name}: server died during {name} (exit {server.proc.returncode})\n"
@@ -411,6 +434,20 @@ def _fmt(v: float | None, spec: str) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
+
+
+def _noise_warnings(r: Row) -> list[str]:
+    """Signs that a measurement is not a clean server-bound number."""
+    out: list[str] = []
+    if r.other_on_server_cpu_pct is not None and r.other_on_server_cpu_pct > 5:
+        out.append(f"other processes used {r.other_on_server_cpu_pct:.0f}% of the server's CPU core "
+                   "during the window: result is unreliable, re-run on a quiet machine")
+    if r.server_cpu_pct is not None and r.ok and r.server_cpu_pct < 85:
+        out.append(f"server used only {r.server_cpu_pct:.0f}% CPU: not saturated "
+                   "(CPU contention, or too little --concurrency)")
+    if r.client_cpu_pct > 80:
+        out.append(f"load generator at {r.client_cpu_pct:.0f}% CPU: it may be the bottleneck")
+    return out
 
 
 def format_table(rows: list[Row]) -> str:
@@ -553,6 +590,7 @@ async def _amain(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):  # cancel cleanly so servers get stopped
         loop.add_signal_handler(sig, main_task.cancel)
     server_cpu, notes = _setup_pinning(args)
+    args.pinned_server_cpu = server_cpu
     for n in notes:
         log(n)
     rows: list[Row] = []
@@ -592,6 +630,7 @@ async def _amain(args: argparse.Namespace) -> int:
         if ratio_text:
             out.append(ratio_text)
         problems = [f"error sample [{r.server} {r.scenario}]: {s}" for r in rows for s in r.error_samples]
+        problems += [f"WARNING [{r.server} {r.scenario}]: {w}" for r in rows for w in _noise_warnings(r)]
         problems += [f"{name}: NOT BENCHMARKED (or incomplete): {msg.splitlines()[0]}"
                      for name, msg in failures.items()]
         if problems:

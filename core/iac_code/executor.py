@@ -63,11 +63,6 @@ class RuntimeExecutor(AgentExecutor):
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self._runtime = runtime
-        self._running: set[str] = set()
-
-    def is_running(self, task_id: str) -> bool:
-        """Whether a turn of ``task_id`` is executing right now."""
-        return task_id in self._running
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
@@ -78,7 +73,6 @@ class RuntimeExecutor(AgentExecutor):
                 id=task_id, context_id=context_id,
                 status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
                 history=[context.message]))
-        self._running.add(task_id)
         try:
             await updater.update_status(TaskState.TASK_STATE_WORKING)
             decoded: DecodedInput | None = context.call_context.state.get(INPUT_STATE_KEY)
@@ -93,8 +87,6 @@ class RuntimeExecutor(AgentExecutor):
         except Exception:
             logger.exception("Agent runtime %r failed on task %s", getattr(self._runtime, "name", "?"), task_id)
             await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", INTERNAL_FAILURE_TEXT))
-        finally:
-            self._running.discard(task_id)
 
     async def _run(self, turn: TurnRequest, updater: TaskUpdater) -> None:
         task_id, context_id = turn.task_id, turn.context_id

@@ -30,11 +30,6 @@ from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandle
 
 logger = logging.getLogger(__name__)
 
-# A finished iac-code turn parks its SDK ActiveTask in INPUT_REQUIRED; release it
-# soon (a follow-up recreates it from the task store) so memory stays flat.
-PARKED_TASK_RELEASE_SECONDS = 2.0
-
-
 def load_executor(reference: str) -> AgentExecutor:
     """Import ``package.module:attr`` and return an ``AgentExecutor`` instance.
 
@@ -77,15 +72,13 @@ class Kernel:
 
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
-        turns = self.executor if isinstance(self.executor, RuntimeExecutor) else None
         self.request_handler = KernelRequestHandler(
             agent_executor=self.executor,
             task_store=self.task_store,
             agent_card=self.cards.card,
             extended_agent_card=self.cards.extended,
             request_context_builder=DecodingContextBuilder(self._decoder) if self._decoder is not None else None,
-            interrupted_task_timeout=PARKED_TASK_RELEASE_SECONDS if turns is not None else None,
-            turns=turns,
+            turn_ends_in_input_required=isinstance(self.executor, RuntimeExecutor),
         )
         self.dispatcher = JsonRpcDispatcher(
             self.request_handler, required_extensions=frozenset(self.config.required_extensions))

@@ -1,45 +1,57 @@
-"""a2a-sdk's DefaultRequestHandler with the kernel's two additions.
+"""a2a-sdk's DefaultRequestHandler with the kernel's execution path.
+
+Kept from the SDK: the request/response types, validation helpers, the task
+store interface, ``TaskManager`` event application, push-config methods,
+ListTasks and the extended card. Replaced: the per-request ``ActiveTask``
+machinery, by :mod:`iac_code.turns` (same semantics, a fraction of the CPU).
+
+Two kernel additions:
 
 1. Input parts are decoded (through the decoder plugins) while the request
    context is built, before a task exists, so refused input is a JSON-RPC error.
 2. For runtimes whose turns end in ``INPUT_REQUIRED`` (iac-code runtimes), a
-   task resting there has *finished* its turn: it is not cancelable and has
-   nothing to subscribe to. Brought-in SDK executors keep the A2A meaning,
-   where INPUT_REQUIRED is an interrupted, live state.
+   task resting there has *finished* its turn: it is not cancelable, has
+   nothing to subscribe to, and a second message mid-turn is refused.
+   Brought-in SDK executors keep the A2A meaning, where INPUT_REQUIRED is an
+   interrupted, live state whose subscribers follow the next turn.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from typing import Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
+    GetTaskRequest,
+    Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
     TaskState,
+    TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a.utils.input_mode_validator import validate_input_modes
+from a2a.utils.proto_utils import validate_proto_required_fields
+from a2a.utils.task import apply_history_length, validate_history_length
 
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import INPUT_STATE_KEY
 from iac_code.inputs import InputDecoder
+from iac_code.turns import TERMINAL_STATES, Subscription, TurnEngine
 
-
-TURN_END_STATES = frozenset({
-    TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED, TaskState.TASK_STATE_COMPLETED,
-    TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED,
-})
-
-
-class TurnTracker(Protocol):
-    def is_running(self, task_id: str) -> bool: ...
+TURN_END_STATES = TERMINAL_STATES | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 
 
 class DecodingContextBuilder(SimpleRequestContextBuilder):
@@ -62,43 +74,130 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
 
 
 class KernelRequestHandler(DefaultRequestHandler):
-    """DefaultRequestHandler whose INPUT_REQUIRED meaning follows the runtime."""
+    """DefaultRequestHandler whose message, cancel and subscribe paths run on the turn engine."""
 
-    def __init__(self, *args: Any, turns: TurnTracker | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, turn_ends_in_input_required: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._turns = turns
+        self.turn_ends_in_input_required = turn_ends_in_input_required
+        self.engine = TurnEngine(self.agent_executor, self.task_store, self._push_sender,
+                                 turn_ends_in_input_required=turn_ends_in_input_required)
 
-    async def _finished_turn(self, task_id: str, context: ServerCallContext) -> bool:
-        if self._turns is None:
-            return False
-        task = await self.task_store.get(task_id, context)
-        return (task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-                and not self._turns.is_running(task_id))
+    # ------------------------------------------------------------------ messages
+
+    async def _prepare(self, params: SendMessageRequest,
+                       context: ServerCallContext) -> tuple[RequestContext, Task | None]:
+        validate_proto_required_fields(params)
+        validate_history_length(params.configuration)
+        if self._validate_input_modes:
+            validate_input_modes(params.message, self._agent_card)
+        task_id = params.message.task_id or None
+        context_id = params.message.context_id or None
+        existing: Task | None = None
+        if task_id:
+            existing = await self.task_store.get(task_id, context)
+            if existing is None:
+                raise TaskNotFoundError(f"Task {task_id} not found")
+            if context_id and existing.context_id != context_id:
+                raise InvalidParamsError(
+                    message=f"Context {context_id} does not match context {existing.context_id} of task {task_id}")
+            if existing.status.state in TERMINAL_STATES:
+                raise UnsupportedOperationError(
+                    message=f"Task {task_id} is in terminal state: {TaskState.Name(existing.status.state)}")
+        request = await self._request_context_builder.build(
+            params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
+        config = params.configuration
+        if self._push_config_store and config.HasField("task_push_notification_config"):
+            await self._reject_unsafe_push_url(config.task_push_notification_config.url)
+            await self._push_config_store.set_info(request.task_id, config.task_push_notification_config, context)
+        return request, existing
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        request, existing = await self._prepare(params, context)
+        turn = await self.engine.start(request, context, existing,
+                                       return_immediately=params.configuration.return_immediately)
+        result = await turn.result
+        if isinstance(result, Task):
+            return apply_history_length(result, params.configuration)
+        return result
+
+    async def on_message_send_stream(self, params: SendMessageRequest,
+                                     context: ServerCallContext) -> AsyncGenerator[Any, None]:
+        if not self._agent_card.capabilities.streaming:
+            raise UnsupportedOperationError(message="Streaming is not supported by the agent")
+        request, existing = await self._prepare(params, context)
+        subscription = Subscription()
+        turn = await self.engine.start(request, context, existing, subscription=subscription)
+        try:
+            async for event in subscription.events():
+                yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
+        finally:
+            turn.detach(subscription)
+
+    # ------------------------------------------------------------------ tasks
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        if not params.id:
+            raise InvalidParamsError(message="Validation failed", data={"errors": [{"field": "id",
+                                                                                  "message": "required"}]})
+        validate_history_length(params)
+        task = await self.task_store.get(params.id, context)
+        if task is None:
+            raise TaskNotFoundError
+        return apply_history_length(task, params)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        if await self._finished_turn(params.id, context):
+        validate_proto_required_fields(params)
+        task = await self.task_store.get(params.id, context)
+        if task is None:
+            raise TaskNotFoundError
+        if task.status.state in TERMINAL_STATES:
             raise TaskNotCancelableError
-        return await super().on_cancel_task(params, context)
+        turn = self.engine.running(params.id)
+        if turn is not None:
+            return await self.engine.cancel(turn, context)
+        if self.turn_ends_in_input_required:
+            raise TaskNotCancelableError  # the turn is over: nothing is running
+        canceled = Task()
+        canceled.CopyFrom(task)
+        canceled.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_CANCELED))
+        canceled.status.timestamp.GetCurrentTime()
+        await self.task_store.save(canceled, context)
+        if self._push_sender is not None:
+            await self._push_sender.send_notification(canceled.id, TaskStatusUpdateEvent(
+                task_id=canceled.id, context_id=canceled.context_id, status=canceled.status))
+        return canceled
 
     async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
                                    context: ServerCallContext) -> AsyncGenerator[Any, None]:
-        if await self._finished_turn(params.id, context):
+        validate_proto_required_fields(params)
+        task = await self.task_store.get(params.id, context)
+        if task is None:
+            raise TaskNotFoundError
+        if task.status.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}")
+        turn = self.engine.running(params.id)
+        if turn is None and self.turn_ends_in_input_required:
             raise TaskNotFoundError(message=f"Task {params.id} is not active")
-        stream = super().on_subscribe_to_task(params, context)
+        subscription = Subscription(follow_next_turn=not self.turn_ends_in_input_required)
+        if turn is not None:
+            current = await turn.attach(subscription)
+        else:
+            self.engine.park(params.id, subscription)
+            current = task
         try:
-            async for event in stream:
+            if current is not None:
+                yield current
+            async for event in subscription.events():
                 yield event
-                if self._turns is not None and _ends_turn(event):
+                state = event.status.state if isinstance(event, Task | TaskStatusUpdateEvent) else None
+                if self.turn_ends_in_input_required and state in TURN_END_STATES:
                     return  # the turn is over: an iac-code subscription ends with it
         finally:
-            await stream.aclose()
+            if turn is not None:
+                turn.detach(subscription)
+            self.engine.unpark(params.id, subscription)
 
-
-def _ends_turn(event: Any) -> bool:
-    if isinstance(event, TaskStatusUpdateEvent):
-        state = event.status.state
-    elif isinstance(event, Task):
-        state = event.status.state
-    else:
-        return False
-    return state in TURN_END_STATES
+    async def aclose(self) -> None:
+        await self.engine.aclose()
+        await super().aclose()

@@ -1,0 +1,365 @@
+"""The turn engine: runs an AgentExecutor per message and fans its events out.
+
+a2a-sdk's ``DefaultRequestHandler`` drives executors through ``ActiveTask``: a
+producer task, a consumer task and thread-safe queues per request. Profiling
+showed that machinery, not HTTP, is where a SendMessage spends most of its CPU.
+This engine keeps the SDK's event semantics (its ``TaskManager`` applies every
+event to the task, the same agent-response validation, push notifications,
+cancellation order) with plain asyncio: events are applied inline, in order,
+as the executor enqueues them, and handed to subscribers through asyncio
+queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import PushNotificationSender, TaskManager, TaskStore
+from a2a.types.a2a_pb2 import (
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import A2AError, InternalError, InvalidAgentResponseError, UnsupportedOperationError
+
+logger = logging.getLogger(__name__)
+
+TERMINAL_STATES = frozenset({
+    TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+})
+INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+ALREADY_WORKING = "Task is already working."
+
+Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+
+
+@dataclass(frozen=True)
+class _Failure:
+    error: BaseException
+
+
+_END = object()
+
+
+def _copy(task: Task) -> Task:
+    snapshot = Task()
+    snapshot.CopyFrom(task)
+    return snapshot
+
+
+def _public_error(error: BaseException) -> A2AError:
+    return error if isinstance(error, A2AError) else InternalError(message="Agent execution failed")
+
+
+class Subscription:
+    """One consumer of a task's events.
+
+    ``follow_next_turn`` keeps the subscription alive when a turn ends in an
+    interrupted state (the A2A meaning of INPUT_REQUIRED): it then waits for the
+    next turn of the task and ends only at a terminal state.
+    """
+
+    def __init__(self, follow_next_turn: bool = False) -> None:
+        self.follow_next_turn = follow_next_turn
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    def push(self, item: Any) -> None:
+        self._queue.put_nowait(item)
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Yield events until the subscription ends; a failed turn raises its error."""
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise _public_error(item.error)
+            yield item
+            if self.follow_next_turn and _state_of(item) in TERMINAL_STATES:
+                return
+
+
+def _state_of(event: Any) -> int | None:
+    if isinstance(event, Task | TaskStatusUpdateEvent):
+        return event.status.state
+    return None
+
+
+class TurnEventQueue(EventQueue):
+    """The ``EventQueue`` handed to the executor: events are applied as they arrive."""
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+
+    async def enqueue_event(self, event: Event) -> None:
+        await self._turn.apply(event)
+
+
+class Turn:
+    """One run of ``AgentExecutor.execute`` for one task."""
+
+    def __init__(self, engine: TurnEngine, request: RequestContext, call_context: ServerCallContext,
+                 existing: Task | None, *, return_immediately: bool = False) -> None:
+        self.engine = engine
+        self.task_id = request.task_id or ""
+        self.context_id = request.context_id or ""
+        self.request = request
+        self.manager = TaskManager(engine.store, call_context, self.task_id, self.context_id,
+                                   request.message if existing is None else None)
+        self.queue = TurnEventQueue(self)
+        self.subscribers: list[Subscription] = []
+        self.lock = asyncio.Lock()
+        self.done = asyncio.Event()
+        self.result: asyncio.Future[Task | Message] = asyncio.get_running_loop().create_future()
+        self.producer: asyncio.Task[None] | None = None
+        self._return_immediately = return_immediately
+        self._message_to_save = request.message
+        self._task_created = existing is not None
+        self._mode: bool | None = None  # True: task events, False: a single Message
+        self._finished = False
+        self._failed_task: Task | None = None
+
+    # ------------------------------------------------------------------ events
+
+    async def apply(self, event: Event) -> None:
+        """Validate one executor event, apply it to the task and fan it out."""
+        async with self.lock:
+            if self._finished:
+                raise InvalidAgentResponseError(f"Received {type(event).__name__} after the task finished")
+            if isinstance(event, Message):
+                if self._mode is not None:
+                    raise InvalidAgentResponseError(
+                        "Received Message object in task mode. Use TaskStatusUpdateEvent or "
+                        "TaskArtifactUpdateEvent instead." if self._mode else "Multiple Message objects received.")
+                self._mode = False
+                self._finished = True
+                self._publish(event)
+                self._settle(event)
+                return
+            if not isinstance(event, Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent):
+                raise InvalidAgentResponseError(f"Unsupported event type {type(event).__name__}")
+            if self._mode is False:
+                raise InvalidAgentResponseError(
+                    f"Received {type(event).__name__} in message mode. Use Task with TaskStatusUpdateEvent "
+                    "and TaskArtifactUpdateEvent instead.")
+            task = await self._apply_task_event(event)
+            self._mode = True
+            state = task.status.state
+            if state in TERMINAL_STATES:
+                self._finished = True
+            await self._push(task, event)
+            self._publish(_copy(task) if isinstance(event, Task) else event)
+            if not self.result.done():
+                if self._return_immediately or (state in TERMINAL_STATES | INTERRUPTED_STATES
+                                                and state != TaskState.TASK_STATE_FAILED):
+                    self.result.set_result(_copy(task))
+                elif state == TaskState.TASK_STATE_FAILED:
+                    self._failed_task = _copy(task)  # an executor exception may still follow
+
+    async def _apply_task_event(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
+        manager = self.manager
+        if isinstance(event, Task):
+            if self._task_created or await manager.get_task() is not None:
+                logger.error("Task %s already exists. Ignoring task replacement.", self.task_id)
+            else:
+                await manager.save_task_event(event)
+            self._message_to_save = None
+        else:
+            if isinstance(event, TaskStatusUpdateEvent) and not self._task_created \
+                    and await manager.get_task() is None:
+                raise InvalidAgentResponseError(f"Agent should enqueue Task before {type(event).__name__} event")
+            task = await manager.ensure_task_id(self.task_id, event.context_id)
+            message = self._message_to_save
+            if message is not None:
+                if not any(m.message_id == message.message_id for m in task.history):
+                    await manager.save_task_event(manager.update_with_message(message, task))
+                self._message_to_save = None
+            manager.context_id = event.context_id
+            await manager.save_task_event(event)
+        self._task_created = True
+        task = await manager.get_task()
+        if task is None:  # pragma: no cover - TaskManager just saved it
+            raise InternalError(message=f"Task {self.task_id} was not saved")
+        return task
+
+    async def _push(self, task: Task, event: Event) -> None:
+        sender = self.engine.push_sender
+        if sender is None:
+            return
+        try:
+            await sender.send_notification(self.task_id, task if isinstance(event, Task) else event)
+        except Exception:  # push delivery is best effort and must not fail the task
+            logger.exception("Push notification for task %s failed", self.task_id)
+
+    def _publish(self, item: Any) -> None:
+        for subscription in self.subscribers:
+            subscription.push(item)
+
+    def _settle(self, outcome: Task | Message) -> None:
+        if not self.result.done():
+            self.result.set_result(outcome)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> None:
+        """The producer: run the executor, record a failure, then end the turn."""
+        error: BaseException | None = None
+        try:
+            await self.engine.executor.execute(self.request, self.queue)
+        except asyncio.CancelledError:
+            logger.debug("Turn of task %s cancelled", self.task_id)
+        except Exception as exc:
+            logger.exception("Agent executor failed on task %s", self.task_id)
+            error = exc
+            await self._mark_failed()
+        finally:
+            await self._finish(error)
+
+    async def _mark_failed(self) -> None:
+        async with self.lock:
+            task = await self.manager.get_task()
+            if task is None:
+                task = await self.manager.ensure_task_id(self.task_id, self.context_id)
+            if task.status.state in TERMINAL_STATES:
+                return
+            status = TaskStatus(state=TaskState.TASK_STATE_FAILED)
+            status.timestamp.FromDatetime(datetime.now(timezone.utc))
+            event = TaskStatusUpdateEvent(task_id=self.task_id, context_id=task.context_id or self.context_id,
+                                          status=status)
+            await self.manager.save_task_event(event)
+            self._finished = True
+            self._publish(event)
+
+    async def _finish(self, error: BaseException | None) -> None:
+        async with self.lock:
+            self._finished = True
+            if error is not None:
+                self._publish(_Failure(error))
+                if not self.result.done():
+                    self.result.set_exception(_public_error(error))
+            elif not self.result.done():
+                task = self._failed_task or await self.manager.get_task()
+                if task is None:
+                    self.result.set_exception(InternalError(message="Agent produced neither a task nor a message"))
+                else:
+                    self.result.set_result(_copy(task))
+            task = await self.manager.get_task()
+            terminal = task is None or task.status.state in TERMINAL_STATES or self._mode is False
+            for subscription in self.subscribers:
+                if subscription.follow_next_turn and not terminal and error is None:
+                    self.engine.park(self.task_id, subscription)
+                else:
+                    subscription.push(_END)
+            self.subscribers.clear()
+            self.engine.release(self)
+        self.done.set()
+
+    async def attach(self, subscription: Subscription) -> Task | None:
+        """Subscribe and return the task as it is at that moment (atomically)."""
+        async with self.lock:
+            task = await self.manager.get_task()
+            self.subscribers.append(subscription)
+            return _copy(task) if task is not None else None
+
+    def detach(self, subscription: Subscription) -> None:
+        if subscription in self.subscribers:
+            self.subscribers.remove(subscription)
+
+
+class TurnEngine:
+    """Starts turns, serialises turns of one task, cancels and subscribes."""
+
+    def __init__(self, executor: AgentExecutor, store: TaskStore, push_sender: PushNotificationSender | None,
+                 *, turn_ends_in_input_required: bool) -> None:
+        self.executor = executor
+        self.store = store
+        self.push_sender = push_sender
+        self.turn_ends_in_input_required = turn_ends_in_input_required
+        self._turns: dict[str, Turn] = {}
+        self._parked: dict[str, list[Subscription]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def running(self, task_id: str) -> Turn | None:
+        return self._turns.get(task_id)
+
+    async def start(self, request: RequestContext, call_context: ServerCallContext, existing: Task | None, *,
+                    subscription: Subscription | None = None, return_immediately: bool = False) -> Turn:
+        """Start a turn; a second message to a task mid-turn waits (SDK) or is refused (iac-code)."""
+        task_id = request.task_id or ""
+        while (current := self._turns.get(task_id)) is not None:
+            if self.turn_ends_in_input_required:
+                raise UnsupportedOperationError(message=ALREADY_WORKING)
+            await current.done.wait()
+        turn = Turn(self, request, call_context, existing, return_immediately=return_immediately)
+        self._turns[task_id] = turn
+        turn.subscribers.extend(self._parked.pop(task_id, ()))
+        if subscription is not None:
+            turn.subscribers.append(subscription)
+        producer = asyncio.get_running_loop().create_task(turn.run(), name=f"turn:{task_id}")
+        turn.producer = producer
+        self._background.add(producer)
+        producer.add_done_callback(self._background.discard)
+        return turn
+
+    def release(self, turn: Turn) -> None:
+        if self._turns.get(turn.task_id) is turn:
+            del self._turns[turn.task_id]
+
+    def park(self, task_id: str, subscription: Subscription) -> None:
+        """Keep a subscription waiting for the task's next turn."""
+        self._parked.setdefault(task_id, []).append(subscription)
+
+    def unpark(self, task_id: str, subscription: Subscription) -> None:
+        waiting = self._parked.get(task_id)
+        if waiting and subscription in waiting:
+            waiting.remove(subscription)
+            if not waiting:
+                del self._parked[task_id]
+
+    async def cancel(self, turn: Turn, call_context: ServerCallContext) -> Task:
+        """Cancel a running turn the way the SDK does: executor.cancel first, then the producer."""
+        task = await turn.manager.get_task()
+        context = RequestContext(call_context=call_context, task_id=turn.task_id,
+                                 context_id=task.context_id if task else turn.context_id, task=task)
+        try:
+            await self.executor.cancel(context, turn.queue)
+        except Exception:
+            logger.exception("Agent cancel failed for task %s", turn.task_id)
+            raise
+        finally:
+            if turn.producer is not None:
+                turn.producer.cancel()
+        await turn.done.wait()
+        task = await turn.manager.get_task()
+        if task is None:
+            raise InternalError(message="Task should have been created")
+        if task.status.state not in TERMINAL_STATES:
+            status = TaskStatus(state=TaskState.TASK_STATE_CANCELED)
+            status.timestamp.FromDatetime(datetime.now(timezone.utc))
+            await turn.manager.save_task_event(TaskStatusUpdateEvent(
+                task_id=turn.task_id, context_id=task.context_id, status=status))
+            task = await turn.manager.get_task() or task
+        return _copy(task)
+
+    async def aclose(self) -> None:
+        """Cancel every running turn and wait for them (server shutdown)."""
+        for producer in list(self._background):
+            producer.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        for waiting in self._parked.values():
+            for subscription in waiting:
+                subscription.push(_END)
+        self._parked.clear()
