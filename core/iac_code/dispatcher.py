@@ -11,7 +11,6 @@ codes without leaking internals.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
+from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class JsonRpcDispatcher:
         """Handle one JSON-RPC request; never raises for bad input."""
         if isinstance(body, bytes | str):
             try:
-                payload: Any = json.loads(body)
+                payload: Any = jsonio.loads(body)
             except (ValueError, UnicodeDecodeError):
                 return _error(None, JSONParseError(message="Parse error: request body is not valid JSON"))
         else:
@@ -189,7 +189,8 @@ class JsonRpcDispatcher:
         except (ParseError, ValueError, TypeError, AttributeError) as exc:
             return _error(request_id, JsonRpcInvalidParams(message=f"Invalid params: {_first_line(exc)}"))
 
-        context = ServerCallContext(
+        # model_construct: every field is built here, pydantic validation would only cost time.
+        context = ServerCallContext.model_construct(
             user=PrincipalUser(call.principal),
             state={"headers": call.headers, "method": method, "request_id": request_id,
                    "transport": call.transport, RAW_PARAMS_KEY: params},
@@ -252,6 +253,9 @@ class JsonRpcDispatcher:
         return MessageToDict(SendMessageResponse(message=result))
 
     async def _get_task(self, request: GetTaskRequest, context: ServerCallContext) -> Any:
+        view = getattr(self._handler, "get_task_view", None)
+        if view is not None:
+            return await view(request, context)
         task = await self._handler.on_get_task(request, context)
         if task is None:
             raise TaskNotFoundError

@@ -15,7 +15,6 @@ import logging
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor
-from a2a.server.tasks import InMemoryTaskStore
 
 from iac_code.auth import Authenticator
 from iac_code.card import CardService
@@ -27,6 +26,7 @@ from iac_code.inputs import InputDecoder
 from iac_code.plugins import Plugins
 from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
+from iac_code.task_store import KernelTaskStore
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Kernel:
         self.transport_spec: TransportSpec = plugins.transport(config.transport)
         self.authenticator = Authenticator(config)
         self.cards = CardService(config)
-        self.task_store = InMemoryTaskStore()
+        self.task_store = KernelTaskStore()
         self.executor, self._decoder = self._build_executor()
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None

@@ -45,13 +45,21 @@ from a2a.utils.errors import (
 from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length
+from google.protobuf.json_format import MessageToDict
 
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import INPUT_STATE_KEY
 from iac_code.inputs import InputDecoder
+from iac_code.task_store import KernelTaskStore
 from iac_code.turns import TERMINAL_STATES, Subscription, TurnEngine
 
 TURN_END_STATES = TERMINAL_STATES | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+
+
+def _require_id(params: GetTaskRequest) -> None:
+    if not params.id:
+        raise InvalidParamsError(message="Validation failed",
+                                 data={"errors": [{"field": "id", "message": "Field is required"}]})
 
 
 class DecodingContextBuilder(SimpleRequestContextBuilder):
@@ -136,14 +144,30 @@ class KernelRequestHandler(DefaultRequestHandler):
     # ------------------------------------------------------------------ tasks
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        if not params.id:
-            raise InvalidParamsError(message="Validation failed", data={"errors": [{"field": "id",
-                                                                                  "message": "required"}]})
+        _require_id(params)
         validate_history_length(params)
         task = await self.task_store.get(params.id, context)
         if task is None:
             raise TaskNotFoundError
         return apply_history_length(task, params)
+
+    async def get_task_view(self, params: GetTaskRequest, context: ServerCallContext) -> dict[str, Any]:
+        """GetTask answered from the store's cached JSON view (same result as ``on_get_task``)."""
+        _require_id(params)
+        validate_history_length(params)
+        store = self.task_store
+        if not isinstance(store, KernelTaskStore):
+            return MessageToDict(await self.on_get_task(params, context))
+        view = await store.get_view(params.id, context)
+        if view is None:
+            raise TaskNotFoundError
+        if params.HasField("history_length") and "history" in view:
+            keep = params.history_length
+            if keep == 0:
+                return {k: v for k, v in view.items() if k != "history"}
+            if len(view["history"]) > keep:
+                return {**view, "history": view["history"][-keep:]}
+        return view
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         validate_proto_required_fields(params)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
 from iac_code.dispatcher import CallInfo
 from iac_code.records import InterfaceInfo
@@ -37,8 +37,7 @@ SSE_HEADERS = {
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _dumps(payload: Any) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+_dumps = jsonio.dumps
 
 
 def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
