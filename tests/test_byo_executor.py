@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 import aiohttp
@@ -10,7 +12,7 @@ import pytest
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import AgentRuntimeSpec
-from iac_code.testing import A2A_HEADERS, make_kernel, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, make_kernel, parse_sse, send_message_body, start_server
 from tests.byo_agent import ShoutExecutor
 
 CARD = {"name": "shouter", "description": "Shouts back.", "version": "9.9.9",
@@ -76,3 +78,32 @@ def test_bad_executor_reference(reference: str, fragment: str) -> None:
 def test_unknown_runtime() -> None:
     with pytest.raises(StartupError, match="Agent runtime 'nope' is not installed"):
         make_kernel({"agent-runtime": "nope"})
+
+
+async def test_tracing_is_opt_in() -> None:
+    async with start_server() as plain:
+        assert type(plain.kernel.request_handler).__name__ == "KernelRequestHandler"
+    async with start_server({"tracing": True}) as traced, aiohttp.ClientSession() as http:
+        handler = traced.kernel.request_handler
+        assert type(handler).__name__ == "TracedKernelRequestHandler"
+        assert hasattr(type(handler).on_message_send, "__wrapped__")
+        task = (await _rpc(http, traced.url, send_message_body("hello")))["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def test_sdk_subscription_follows_the_next_turn() -> None:
+    """A2A meaning: subscribing to an INPUT_REQUIRED task streams through the next turn to the end."""
+    async with start_server({"agent-executor": "tests.byo_agent:ShoutExecutor"}) as server, \
+            aiohttp.ClientSession() as http:
+        task = (await _rpc(http, server.url, send_message_body("why?")))["result"]["task"]
+        sub = {"jsonrpc": "2.0", "id": "s", "method": "SubscribeToTask", "params": {"id": task["id"]}}
+        async with http.post(server.url, json=sub, headers=A2A_HEADERS) as stream:
+            head = json.loads((await asyncio.wait_for(stream.content.readline(), 10)).decode()[6:])
+            assert head["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            follow = send_message_body("fine", message_id="m2", taskId=task["id"], contextId=task["contextId"])
+            done = (await _rpc(http, server.url, follow))["result"]["task"]
+            assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+            events, _ = parse_sse(await asyncio.wait_for(stream.text(), 10))
+        states = [e["result"]["statusUpdate"]["status"]["state"] for e in events if "statusUpdate" in e["result"]]
+        assert states[-1] == "TASK_STATE_COMPLETED"
+        assert any("artifactUpdate" in e["result"] for e in events)

@@ -321,3 +321,23 @@ async def test_required_extensions() -> None:
         card = await rpc(http, server, {"jsonrpc": "2.0", "id": 2, "method": "GetExtendedAgentCard"})
         assert card["result"]["capabilities"]["extensions"][-1] == {
             "uri": uri, "description": "Required by this server.", "required": True}
+
+
+async def test_second_message_mid_turn_is_refused() -> None:
+    plugin = GatedRuntimePlugin()
+    async with start_server(settings(), extra_plugins={"gated": plugin}) as server, \
+            aiohttp.ClientSession() as http:
+        body = send_message_body("long job", method="SendStreamingMessage")
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as stream:
+            first = json.loads((await stream.content.readline()).decode()[6:])
+            task = first["result"]["task"]
+            await asyncio.wait_for(plugin.runtime.started.wait(), 10)
+            again = await rpc(http, server, send_message_body("more", message_id="m2", taskId=task["id"],
+                                                              contextId=task["contextId"]))
+            assert again["error"]["code"] == -32004
+            assert again["error"]["message"] == "Task is already working."
+            plugin.runtime.release.set()
+            events, _ = parse_sse(await asyncio.wait_for(stream.text(), 10))
+        assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        got = await rpc(http, server, {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task["id"]}})
+        assert [m["messageId"] for m in got["result"]["history"] if m["role"] == "ROLE_USER"] == ["msg-1"]

@@ -172,11 +172,13 @@ class JsonRpcDispatcher:
         if not isinstance(params, dict):
             return _error(request_id, JsonRpcInvalidParams(message="Invalid params: 'params' must be an object"))
 
-        version = call.headers.get("a2a-version") or PROTOCOL_VERSION_0_3
-        if not _version_compatible(version.strip()):
+        version = (call.headers.get("a2a-version") or "").strip()
+        if not _version_compatible(version):
+            given = f"A2A version '{version[:20]}'" if version else (
+                f"A2A version '{PROTOCOL_VERSION_0_3}' (no A2A-Version header)")
             return _error(request_id, VersionNotSupportedError(
-                message=f"A2A version '{version[:20]}' is not supported by this handler. "
-                f"Expected version '{PROTOCOL_VERSION_1_0}'."))
+                message=f"{given} is not supported by this handler. Expected version '{PROTOCOL_VERSION_1_0}'; "
+                f"send the header 'A2A-Version: {PROTOCOL_VERSION_1_0}'."))
         requested = get_requested_extensions(call.extensions)
         if self._required and method not in EXTENSION_EXEMPT:
             missing = sorted(self._required - requested)

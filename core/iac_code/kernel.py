@@ -54,6 +54,18 @@ def load_executor(reference: str) -> AgentExecutor:
     return target
 
 
+TRACED_METHODS = ["on_message_send", "on_message_send_stream", "on_get_task", "get_task_view", "on_list_tasks",
+                  "on_cancel_task", "on_subscribe_to_task", "on_get_extended_agent_card"]
+
+
+def traced_handler_class() -> type[KernelRequestHandler]:
+    """The request handler with a2a-sdk's OpenTelemetry spans on every A2A method (``tracing: true``)."""
+    from a2a.utils.telemetry import SpanKind, trace_class
+
+    traced = type("TracedKernelRequestHandler", (KernelRequestHandler,), {"__module__": __name__})
+    return trace_class(include_list=TRACED_METHODS, kind=SpanKind.SERVER)(traced)  # type: ignore[no-any-return]
+
+
 class Kernel:
     """One configured server: card, auth, executor, request handler, dispatcher, transport."""
 
@@ -72,7 +84,8 @@ class Kernel:
 
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
-        self.request_handler = KernelRequestHandler(
+        handler_class = traced_handler_class() if self.config.tracing else KernelRequestHandler
+        self.request_handler = handler_class(
             agent_executor=self.executor,
             task_store=self.task_store,
             agent_card=self.cards.card,
