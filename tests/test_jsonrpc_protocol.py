@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -32,6 +34,20 @@ SEED_BODY = {
         "configuration": {"acceptedOutputModes": ["text/plain"]},
     },
 }
+
+
+@asynccontextmanager
+async def gated_turn() -> AsyncIterator[tuple[RunningServer, aiohttp.ClientSession, aiohttp.ClientResponse,
+                                              dict[str, Any], GatedRuntimePlugin]]:
+    """A server whose runtime blocks mid-turn; yields (server, http, open stream, task, plugin)."""
+    plugin = GatedRuntimePlugin()
+    async with start_server(settings(), extra_plugins={"gated": plugin}) as server, \
+            aiohttp.ClientSession() as http:
+        body = send_message_body("long job", method="SendStreamingMessage")
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as stream:
+            first = json.loads((await stream.content.readline()).decode()[6:])
+            await asyncio.wait_for(plugin.runtime.started.wait(), 10)
+            yield server, http, stream, first["result"]["task"], plugin
 
 
 def final_text(task: dict[str, Any]) -> str:
@@ -135,18 +151,12 @@ async def test_cancel_unknown_task(server: RunningServer, http: aiohttp.ClientSe
 
 
 async def test_cancel_running_turn() -> None:
-    plugin = GatedRuntimePlugin()
-    async with start_server(settings(), extra_plugins={"gated": plugin}) as server, \
-            aiohttp.ClientSession() as http:
-        body = send_message_body("long job", method="SendStreamingMessage")
-        async with http.post(server.url, json=body, headers=A2A_HEADERS) as stream:
-            first = json.loads((await stream.content.readline()).decode()[6:])
-            task_id = first["result"]["task"]["id"]
-            await asyncio.wait_for(plugin.runtime.started.wait(), 10)
-            reply = await rpc(http, server, {"jsonrpc": "2.0", "id": 2, "method": "CancelTask",
-                                             "params": {"id": task_id}})
-            assert reply["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-            rest, _ = parse_sse((await asyncio.wait_for(stream.text(), 10)))
+    async with gated_turn() as (server, http, stream, task, plugin):
+        task_id = task["id"]
+        reply = await rpc(http, server, {"jsonrpc": "2.0", "id": 2, "method": "CancelTask",
+                                         "params": {"id": task_id}})
+        assert reply["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        rest, _ = parse_sse((await asyncio.wait_for(stream.text(), 10)))
         await asyncio.wait_for(plugin.runtime.cancelled.wait(), 10)
         got = await rpc(http, server, {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task_id}})
         assert got["result"]["status"]["state"] == "TASK_STATE_CANCELED"
@@ -157,22 +167,16 @@ async def test_cancel_running_turn() -> None:
 
 
 async def test_subscribe_to_running_task_then_finished() -> None:
-    plugin = GatedRuntimePlugin()
-    async with start_server(settings(), extra_plugins={"gated": plugin}) as server, \
-            aiohttp.ClientSession() as http:
-        body = send_message_body("job", method="SendStreamingMessage")
-        async with http.post(server.url, json=body, headers=A2A_HEADERS) as stream:
-            first = json.loads((await stream.content.readline()).decode()[6:])
-            task_id = first["result"]["task"]["id"]
-            await asyncio.wait_for(plugin.runtime.started.wait(), 10)
-            sub_body = {"jsonrpc": "2.0", "id": "s", "method": "SubscribeToTask", "params": {"id": task_id}}
-            async with http.post(server.url, json=sub_body, headers=A2A_HEADERS) as sub:
-                assert sub.headers["Content-Type"].startswith("text/event-stream")
-                head = json.loads((await sub.content.readline()).decode()[6:])
-                assert head["result"]["task"]["id"] == task_id
-                plugin.runtime.release.set()
-                events, _ = parse_sse(await asyncio.wait_for(sub.text(), 10))
-            await stream.text()
+    async with gated_turn() as (server, http, stream, task, plugin):
+        task_id = task["id"]
+        sub_body = {"jsonrpc": "2.0", "id": "s", "method": "SubscribeToTask", "params": {"id": task_id}}
+        async with http.post(server.url, json=sub_body, headers=A2A_HEADERS) as sub:
+            assert sub.headers["Content-Type"].startswith("text/event-stream")
+            head = json.loads((await sub.content.readline()).decode()[6:])
+            assert head["result"]["task"]["id"] == task_id
+            plugin.runtime.release.set()
+            events, _ = parse_sse(await asyncio.wait_for(sub.text(), 10))
+        await stream.text()
         assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         finished = await rpc(http, server, sub_body)
         assert finished["error"]["code"] == -32001
@@ -324,20 +328,13 @@ async def test_required_extensions() -> None:
 
 
 async def test_second_message_mid_turn_is_refused() -> None:
-    plugin = GatedRuntimePlugin()
-    async with start_server(settings(), extra_plugins={"gated": plugin}) as server, \
-            aiohttp.ClientSession() as http:
-        body = send_message_body("long job", method="SendStreamingMessage")
-        async with http.post(server.url, json=body, headers=A2A_HEADERS) as stream:
-            first = json.loads((await stream.content.readline()).decode()[6:])
-            task = first["result"]["task"]
-            await asyncio.wait_for(plugin.runtime.started.wait(), 10)
-            again = await rpc(http, server, send_message_body("more", message_id="m2", taskId=task["id"],
-                                                              contextId=task["contextId"]))
-            assert again["error"]["code"] == -32004
-            assert again["error"]["message"] == "Task is already working."
-            plugin.runtime.release.set()
-            events, _ = parse_sse(await asyncio.wait_for(stream.text(), 10))
+    async with gated_turn() as (server, http, stream, task, plugin):
+        again = await rpc(http, server, send_message_body("more", message_id="m2", taskId=task["id"],
+                                                          contextId=task["contextId"]))
+        assert again["error"]["code"] == -32004
+        assert again["error"]["message"] == "Task is already working."
+        plugin.runtime.release.set()
+        events, _ = parse_sse(await asyncio.wait_for(stream.text(), 10))
         assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         got = await rpc(http, server, {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task["id"]}})
         assert [m["messageId"] for m in got["result"]["history"] if m["role"] == "ROLE_USER"] == ["msg-1"]
