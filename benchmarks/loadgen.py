@@ -343,7 +343,7 @@ async def run_scenario(
             run.idle.clear()
             try:
                 await asyncio.wait_for(run.idle.wait(), drain_timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
     finally:
         run.running = False

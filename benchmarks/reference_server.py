@@ -30,7 +30,6 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
     AgentInterface,
     AgentSkill,
 )
-
 from trivial_agent import TrivialExecutor  # noqa: E402
 
 if TYPE_CHECKING:

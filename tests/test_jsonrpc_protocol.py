@@ -67,7 +67,7 @@ async def test_seed_send_message_returns_ros_template(server: RunningServer, htt
     types = [r["Type"] for r in template["Resources"].values()]
     assert types.count("ALIYUN::ECS::VPC") == 1
     assert types.count("ALIYUN::ECS::VSwitch") == 2
-    for name, resource in template["Resources"].items():
+    for resource in template["Resources"].values():
         if resource["Type"] == "ALIYUN::ECS::VSwitch":
             assert resource["Properties"]["VpcId"] == {"Ref": "Vpc"}
             assert resource["Properties"]["ZoneId"]["Ref"] in template["Parameters"]
@@ -156,7 +156,7 @@ async def test_cancel_running_turn() -> None:
         reply = await rpc(http, server, {"jsonrpc": "2.0", "id": 2, "method": "CancelTask",
                                          "params": {"id": task_id}})
         assert reply["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-        rest, _ = parse_sse((await asyncio.wait_for(stream.text(), 10)))
+        rest, _ = parse_sse(await asyncio.wait_for(stream.text(), 10))
         await asyncio.wait_for(plugin.runtime.cancelled.wait(), 10)
         got = await rpc(http, server, {"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task_id}})
         assert got["result"]["status"]["state"] == "TASK_STATE_CANCELED"

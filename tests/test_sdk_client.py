@@ -16,7 +16,6 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     TaskState,
 )
-
 from a2a.utils.errors import TaskNotCancelableError
 
 from iac_code.testing import start_server

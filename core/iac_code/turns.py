@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -235,7 +235,7 @@ class Turn:
             if task.status.state in TERMINAL_STATES:
                 return
             status = TaskStatus(state=TaskState.TASK_STATE_FAILED)
-            status.timestamp.FromDatetime(datetime.now(timezone.utc))
+            status.timestamp.FromDatetime(datetime.now(UTC))
             event = TaskStatusUpdateEvent(task_id=self.task_id, context_id=task.context_id or self.context_id,
                                           status=status)
             await self.manager.save_task_event(event)
@@ -347,7 +347,7 @@ class TurnEngine:
             raise InternalError(message="Task should have been created")
         if task.status.state not in TERMINAL_STATES:
             status = TaskStatus(state=TaskState.TASK_STATE_CANCELED)
-            status.timestamp.FromDatetime(datetime.now(timezone.utc))
+            status.timestamp.FromDatetime(datetime.now(UTC))
             await turn.manager.save_task_event(TaskStatusUpdateEvent(
                 task_id=turn.task_id, context_id=task.context_id, status=status))
             task = await turn.manager.get_task() or task
