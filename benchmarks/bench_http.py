@@ -576,7 +576,8 @@ def _server_plans(args: argparse.Namespace, workdir: Path) -> list[tuple[str, li
                                     "--host", "127.0.0.1", "--port", "{port}"], REFERENCE_READY_PATH))
     if args.only in (None, "ours"):
         config = workdir / "ours.yaml"
-        config.write_text(OURS_CONFIG_YAML)
+        # Our server persists task snapshots; keep them in the run's scratch dir (on disk, not tmpfs).
+        config.write_text(OURS_CONFIG_YAML + f"persistence-dir: {workdir / 'ours-state'}\n")
         argv = [a.replace("{host}", "127.0.0.1").replace("{config}", str(config))
                 for a in shlex.split(args.ours_cmd)]
         plans.append(("ours", argv, args.ours_ready_path))

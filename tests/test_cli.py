@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -69,6 +70,7 @@ def site(tmp_path: Path) -> Path:
 
 def _env(site: Path | None = None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("IACCODE_A2A_")}
+    env["IAC_CODE_CONFIG_DIR"] = tempfile.mkdtemp(prefix="iac-code-cli-test-")
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
@@ -115,7 +117,7 @@ async def test_plugins_list_table_and_json(site: Path) -> None:
     header, *rows = out.strip().splitlines()
     assert header.split() == ["name", "distribution", "version", "kind", "status", "hooks"]
     by_name = {r.split()[0]: r for r in rows}
-    assert "built-in" in by_name["offline-runtime"] and "built-in" in by_name["text-decoders"]
+    assert "built-in" in by_name["offline-runtime"] and "built-in" in by_name["text-parts"]
     assert "iac-code-transport-http" in by_name["http"] and "installed" in by_name["http"]
     assert "iac_code_transports" in by_name["http"]
     assert "thirdparty-plugin" in by_name["thirdparty"] and "1.2.3" in by_name["thirdparty"]
@@ -151,6 +153,13 @@ async def test_server_serves_card_and_seed_message(site: Path) -> None:
             assert card["supportedInterfaces"][0]["url"] == url
         body = send_message_body("Create a VPC with two vSwitches.")
         body["params"]["message"]["metadata"] = {"iac_code": {"cwd": "/absolute/path/to/project"}}
+        async with http.post(url, json=body, headers=A2A_HEADERS) as r:
+            task = (await r.json())["result"]["task"]
+        # The seed's placeholder path does not exist: a clear, path-free failure.
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert task["status"]["message"]["parts"][0]["text"] == "Invalid A2A workspace metadata."
+        body["params"]["message"]["metadata"] = {"iac_code": {"cwd": str(site)}}
+        body["params"]["message"]["messageId"] = "msg-2"
         async with http.post(url, json=body, headers=A2A_HEADERS) as r:
             task = (await r.json())["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"

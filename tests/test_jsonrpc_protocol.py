@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -55,8 +56,11 @@ def final_text(task: dict[str, Any]) -> str:
     return agent[-1]["parts"][0]["text"]
 
 
-async def test_seed_send_message_returns_ros_template(server: RunningServer, http: aiohttp.ClientSession) -> None:
-    reply = await rpc(http, server, SEED_BODY)
+async def test_seed_send_message_returns_ros_template(server: RunningServer, http: aiohttp.ClientSession,
+                                                      tmp_path: Path) -> None:
+    body = json.loads(json.dumps(SEED_BODY))
+    body["params"]["message"]["metadata"]["iac_code"]["cwd"] = str(tmp_path)
+    reply = await rpc(http, server, body)
     assert reply["id"] == "1" and "error" not in reply
     task = reply["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"

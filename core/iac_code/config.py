@@ -85,6 +85,8 @@ class ServerConfig(BaseModel):
     api_key_header: str = Field("", description="API key header; falls back to IACCODE_A2A_API_KEY_HEADER, then X-API-Key.")
 
     persistence_dir: str = Field("", description="State directory (default <config-dir>/a2a).")
+    artifact_dir: str = Field("", description="Artifact payload directory (default <persistence-dir>/artifacts).")
+    context_idle_timeout: float = Field(3600.0, gt=0, description="Seconds before an idle context leaves memory.")
     push_notifications: bool = Field(False, description="Enable the push-notification config API and delivery.")
 
     agent_runtime: str = Field("offline", description="Agent runtime plugin name.")
@@ -102,6 +104,9 @@ class ServerConfig(BaseModel):
 
     def resolved_persistence_dir(self) -> Path:
         return Path(self.persistence_dir) if self.persistence_dir else default_config_dir() / "a2a"
+
+    def resolved_artifact_dir(self) -> Path:
+        return Path(self.artifact_dir) if self.artifact_dir else self.resolved_persistence_dir() / "artifacts"
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

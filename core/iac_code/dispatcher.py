@@ -264,6 +264,9 @@ class JsonRpcDispatcher:
         return MessageToDict(task)
 
     async def _list_tasks(self, request: ListTasksRequest, context: ServerCallContext) -> Any:
+        view = getattr(self._handler, "list_tasks_view", None)
+        if view is not None:
+            return await view(request, context)
         response = await self._handler.on_list_tasks(request, context)
         result = MessageToDict(response, always_print_fields_with_no_presence=True)
         if not request.include_artifacts:

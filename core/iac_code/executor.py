@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -17,9 +16,12 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
 
-from iac_code.inputs import DecodedInput
+from iac_code.artifacts import ArtifactStore
+from iac_code.contexts import ContextRegistry, ContextState, channel_fallback
+from iac_code.inputs import TurnInput
 from iac_code.runtime import (
     AgentRuntime,
+    ArtifactPayload,
     TextDelta,
     ToolCompleted,
     ToolFailed,
@@ -34,6 +36,7 @@ from iac_code.runtime import (
 logger = logging.getLogger(__name__)
 
 INPUT_STATE_KEY = "iac_code.input"
+CONTEXT_STATE_KEY = "iac_code.context"
 EMPTY_INPUT_TEXT = "A2A server currently accepts text input only."
 CANCELED_TEXT = "Task canceled."
 INTERNAL_FAILURE_TEXT = "The agent runtime failed unexpectedly. The error was logged on the server."
@@ -61,34 +64,52 @@ class RuntimeExecutor(AgentExecutor):
 
     turn_ends_in_input_required = True
 
-    def __init__(self, runtime: AgentRuntime) -> None:
+    def __init__(self, runtime: AgentRuntime, contexts: ContextRegistry, artifacts: ArtifactStore) -> None:
         self._runtime = runtime
+        self.contexts = contexts
+        self._artifacts = artifacts
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         updater = TaskUpdater(event_queue, task_id, context_id)
-        if context.current_task is None and context.message is not None:
-            await event_queue.enqueue_event(Task(
-                id=task_id, context_id=context_id,
-                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                history=[context.message]))
+        state = context.call_context.state
+        reserved: ContextState | None = state.pop(CONTEXT_STATE_KEY, None)
         try:
+            if context.current_task is None and context.message is not None:
+                await event_queue.enqueue_event(Task(
+                    id=task_id, context_id=context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=[context.message]))
             await updater.update_status(TaskState.TASK_STATE_WORKING)
-            decoded: DecodedInput | None = context.call_context.state.get(INPUT_STATE_KEY)
-            if decoded is None or (not decoded.prompt.strip() and not decoded.manifest):
+            turn_input: TurnInput | None = state.get(INPUT_STATE_KEY)
+            if turn_input is not None and turn_input.error:
+                await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", turn_input.error))
+                return
+            if turn_input is None or reserved is None or (
+                    not turn_input.decoded.prompt.strip() and not turn_input.decoded.manifest):
                 await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", EMPTY_INPUT_TEXT))
                 return
-            turn = TurnRequest(context_id=context_id, task_id=task_id, prompt=decoded.prompt,
-                               cwd=os.getcwd(), manifest=decoded.manifest)
-            await self._run(turn, updater)
+            turn = TurnRequest(
+                context_id=context_id, task_id=task_id, prompt=turn_input.decoded.prompt, cwd=turn_input.cwd,
+                language=turn_input.language or "en", channel=channel_fallback(reserved.channel),
+                manifest=turn_input.decoded.manifest, history=tuple(reserved.history), session=reserved.session,
+                metadata=turn_input.metadata)
+            answer = await self._run(turn, updater)
+            if answer is not None:
+                reserved.history.append({"role": "user", "text": turn.prompt})
+                reserved.history.append({"role": "assistant", "text": answer})
         except asyncio.CancelledError:
             raise
         except Exception:
             logger.exception("Agent runtime %r failed on task %s", getattr(self._runtime, "name", "?"), task_id)
             await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", INTERNAL_FAILURE_TEXT))
+        finally:
+            if reserved is not None:
+                self.contexts.release(reserved)
 
-    async def _run(self, turn: TurnRequest, updater: TaskUpdater) -> None:
+    async def _run(self, turn: TurnRequest, updater: TaskUpdater) -> str | None:
+        """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = []
         usage: Usage | None = None
@@ -102,20 +123,37 @@ class RuntimeExecutor(AgentExecutor):
             elif isinstance(event, Usage):
                 usage = event
             elif isinstance(event, ToolStarted | ToolInputDelta | ToolInputComplete | ToolCompleted | ToolFailed):
-                await updater.update_status(working, metadata={"iac_code": {"tool": self._tool_metadata(event)}})
+                tool = self._tool_metadata(event)
+                if isinstance(event, ToolCompleted) and event.artifact is not None:
+                    tool["artifact"] = await self._store_artifact(turn, event.artifact, updater)
+                await updater.update_status(working, metadata={"iac_code": {"tool": tool}})
             elif isinstance(event, TurnFailed):
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
                 await updater.update_status(
                     state, agent_message(task_id, context_id, f"{task_id}-{int(state)}", event.message[:1000]),
                     metadata={"iac_code": {"error": {"retryable": event.retryable}}})
-                return
+                return None
+        answer = "".join(chunks)
         metadata: dict[str, Any] = {"assistantFinal": {"complete": True}}
         if usage is not None:
             metadata["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
                                  "totalTokens": usage.input_tokens + usage.output_tokens}
-        await updater.update_status(working, agent_message(task_id, context_id, f"{task_id}-2", "".join(chunks)),
+        await updater.update_status(working, agent_message(task_id, context_id, f"{task_id}-2", answer),
                                     metadata={"iac_code": metadata})
         await updater.requires_input()
+        return answer
+
+    async def _store_artifact(self, turn: TurnRequest, payload: ArtifactPayload,
+                              updater: TaskUpdater) -> dict[str, Any]:
+        """Store the payload, emit a TaskArtifactUpdateEvent, return its reference for tool metadata."""
+        stored = await self._artifacts.save(turn.task_id, payload.name, payload.media_type, payload.text)
+        reference = {"name": stored.name, "url": stored.uri, "mediaType": stored.media_type,
+                     "byteSize": stored.byte_size, "sha256": stored.sha256}
+        part = Part(url=stored.uri, media_type=stored.media_type, filename=stored.name)
+        part.metadata.update({"mediaType": stored.media_type, "byteSize": stored.byte_size, "sha256": stored.sha256})
+        await updater.add_artifact([part], name=stored.name,
+                                   metadata={"iac_code": {"artifact": reference}})
+        return reference
 
     @staticmethod
     def _tool_metadata(event: Any) -> dict[str, Any]:

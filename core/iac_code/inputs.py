@@ -6,10 +6,8 @@ a JSON-RPC invalid-params error and no task is left behind.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from a2a.types.a2a_pb2 import Message, Part
@@ -18,6 +16,7 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code.plugins import Provided
 from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.workspace import allowed_roots
 
 DEFAULT_MEDIA_TYPE = {"text": "text/plain", "data": "application/json", "raw": "application/octet-stream",
                       "url": "application/octet-stream"}
@@ -29,13 +28,6 @@ class DecodedInput:
 
     prompt: str
     manifest: tuple[Mapping[str, Any], ...] = ()
-
-
-def allowed_roots() -> tuple[str, ...]:
-    """Workspace roots: ``IACCODE_A2A_ALLOWED_CWDS`` or the server cwd and temp dir."""
-    configured = [p for p in os.environ.get("IACCODE_A2A_ALLOWED_CWDS", "").split(os.pathsep) if p.strip()]
-    roots = configured or [os.getcwd(), tempfile.gettempdir()]
-    return tuple(os.path.realpath(r) for r in roots)
 
 
 def to_input_part(part: Part, raw: Mapping[str, Any] | None = None) -> InputPart:
@@ -94,3 +86,49 @@ class InputDecoder:
             if decoded.manifest_entry is not None:
                 manifest.append(decoded.manifest_entry)
         return DecodedInput(prompt="\n".join(texts), manifest=tuple(manifest))
+
+
+SUPPORTED_LANGUAGES = frozenset({"en", "zh", "es", "fr", "de", "ja", "pt"})
+CHANNEL_LIMIT = 128
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """Everything the kernel read from one message before the turn runs.
+
+    ``error`` is set when the turn must fail instead of running (e.g. an
+    invalid workspace); its text is safe to show the caller.
+    """
+
+    decoded: DecodedInput = DecodedInput(prompt="")
+    cwd: str = ""
+    language: str | None = None
+    channel: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def iac_code_metadata(message: Message, raw_message: Any = None) -> dict[str, Any]:
+    """``message.metadata.iac_code`` as plain JSON (from the raw request when known)."""
+    if isinstance(raw_message, dict):
+        metadata = raw_message.get("metadata")
+    else:
+        metadata = MessageToDict(message.metadata) if message.HasField("metadata") else None
+    section = metadata.get("iac_code") if isinstance(metadata, dict) else None
+    return section if isinstance(section, dict) else {}
+
+
+def normalise_language(value: Any) -> str | None:
+    """``zh-CN`` → ``zh``; unknown or non-string values → ``None``."""
+    if not isinstance(value, str):
+        return None
+    code = value.strip().lower().replace("_", "-").split("-", 1)[0]
+    return code if code in SUPPORTED_LANGUAGES else None
+
+
+def normalise_channel(value: Any) -> str | None:
+    """Trimmed, at most 128 characters; empty or non-string → ``None``."""
+    if not isinstance(value, str):
+        return None
+    channel = value.strip()[:CHANNEL_LIMIT]
+    return channel or None

@@ -16,9 +16,11 @@ from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor
 
+from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
 from iac_code.card import CardService
 from iac_code.config import ServerConfig
+from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import JsonRpcDispatcher
 from iac_code.errors import StartupError
 from iac_code.executor import RuntimeExecutor
@@ -26,6 +28,7 @@ from iac_code.inputs import InputDecoder
 from iac_code.plugins import Plugins
 from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
+from iac_code.storage import SnapshotWriter
 from iac_code.task_store import KernelTaskStore
 
 logger = logging.getLogger(__name__)
@@ -75,7 +78,11 @@ class Kernel:
         self.transport_spec: TransportSpec = plugins.transport(config.transport)
         self.authenticator = Authenticator(config)
         self.cards = CardService(config)
-        self.task_store = KernelTaskStore()
+        self.state_dir = config.resolved_persistence_dir()
+        self.writer = SnapshotWriter()
+        self.task_store = KernelTaskStore(self.state_dir, self.writer)
+        self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout)
+        self.artifacts = ArtifactStore(config.resolved_artifact_dir())
         self.executor, self._decoder = self._build_executor()
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
@@ -92,6 +99,7 @@ class Kernel:
             extended_agent_card=self.cards.extended,
             request_context_builder=DecodingContextBuilder(self._decoder) if self._decoder is not None else None,
             turn_ends_in_input_required=isinstance(self.executor, RuntimeExecutor),
+            contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
         )
         self.dispatcher = JsonRpcDispatcher(
             self.request_handler, required_extensions=frozenset(self.config.required_extensions))
@@ -111,10 +119,15 @@ class Kernel:
                 raise StartupError(f"Agent runtime {name!r} did not return an a2a-sdk AgentExecutor")
             return executor, None
         assert spec.create_runtime is not None
-        return RuntimeExecutor(spec.create_runtime(self)), InputDecoder(self.plugins.part_decoders())
+        runtime = spec.create_runtime(self)
+        return RuntimeExecutor(runtime, self.contexts, self.artifacts), InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:
         """Start the transport and publish its interfaces on the card."""
+        restored = self.task_store.restore()
+        if restored:
+            logger.info("Restored %d task snapshot(s)", restored)
+        self.contexts.start()
         self._server = self.transport_spec.create(self)
         # Transports look up ``kernel.dispatcher`` per request; it is built below,
         # before control returns to the event loop, with the bound interfaces.
@@ -130,6 +143,8 @@ class Kernel:
             self._server = None
         if self.request_handler is not None:
             await self.request_handler.aclose()
+        await self.contexts.stop()
+        await self.writer.close()
 
     async def serve_forever(self, stop: asyncio.Event | None = None) -> None:
         """Start, log where we listen, and run until ``stop`` is set."""

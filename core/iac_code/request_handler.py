@@ -18,16 +18,18 @@ Two kernel additions:
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
@@ -44,26 +46,53 @@ from a2a.utils.errors import (
 )
 from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
-from a2a.utils.task import apply_history_length, validate_history_length
+from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 from google.protobuf.json_format import MessageToDict
 
+from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
-from iac_code.executor import INPUT_STATE_KEY
-from iac_code.inputs import InputDecoder
+from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
+from iac_code.inputs import InputDecoder, TurnInput, iac_code_metadata, normalise_channel, normalise_language
 from iac_code.task_store import KernelTaskStore
-from iac_code.turns import TERMINAL_STATES, Subscription, TurnEngine
+from iac_code.turns import TERMINAL_STATES, Subscription, Turn, TurnEngine
+from iac_code.workspace import WorkspaceError, resolve_workspace
 
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+INVALID_ID = "Invalid A2A id: ids are 1-128 characters of letters, digits, '_', '.', ':' or '-'."
 TURN_END_STATES = TERMINAL_STATES | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 
 
-def _require_id(params: GetTaskRequest) -> None:
+def _limit_history(view: dict[str, Any], params: GetTaskRequest | ListTasksRequest) -> dict[str, Any]:
+    """``apply_history_length`` for a JSON task view (returns a new dict when it changes)."""
+    if params.HasField("history_length") and "history" in view:
+        keep = params.history_length
+        if keep == 0:
+            return {k: v for k, v in view.items() if k != "history"}
+        if len(view["history"]) > keep:
+            return {**view, "history": view["history"][-keep:]}
+    return view
+
+
+def validate_id(value: str) -> None:
+    """Task and context ids: 1-128 letters, digits, ``_ . : -``."""
+    if not ID_PATTERN.fullmatch(value):
+        raise InvalidParamsError(message=INVALID_ID)
+
+
+def _require_id(params: GetTaskRequest | CancelTaskRequest | SubscribeToTaskRequest) -> None:
     if not params.id:
         raise InvalidParamsError(message="Validation failed",
                                  data={"errors": [{"field": "id", "message": "Field is required"}]})
+    validate_id(params.id)
 
 
 class DecodingContextBuilder(SimpleRequestContextBuilder):
-    """Builds the SDK request context and decodes the message's parts first."""
+    """Builds the SDK request context after reading the message: workspace, metadata and parts.
+
+    The result is a :class:`~iac_code.inputs.TurnInput` in the call state. A part
+    the decoders refuse raises here, before any task exists; an invalid
+    workspace is recorded so the turn fails with a clear, path-free message.
+    """
 
     def __init__(self, decoder: InputDecoder) -> None:
         super().__init__(should_populate_referred_tasks=False, task_store=None)
@@ -73,20 +102,33 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
                     task_id: str | None = None, context_id: str | None = None,
                     task: Task | None = None) -> RequestContext:
         if params is not None:
-            raw = context.state.get(RAW_PARAMS_KEY)
-            raw_parts = raw.get("message", {}).get("parts") if isinstance(raw, dict) else None
-            if not isinstance(raw_parts, list):
-                raw_parts = None
-            context.state[INPUT_STATE_KEY] = self._decoder.decode(params.message, os.getcwd(), raw_parts)
+            context.state[INPUT_STATE_KEY] = self._read(params.message, context.state.get(RAW_PARAMS_KEY))
         return await super().build(context, params=params, task_id=task_id, context_id=context_id, task=task)
+
+    def _read(self, message: Message, raw_params: Any) -> TurnInput:
+        raw_message = raw_params.get("message") if isinstance(raw_params, dict) else None
+        raw_message = raw_message if isinstance(raw_message, dict) else None
+        metadata = iac_code_metadata(message, raw_message)
+        try:
+            cwd = resolve_workspace(metadata.get("cwd"))
+        except WorkspaceError as exc:
+            return TurnInput(metadata=metadata, error=str(exc))
+        raw_parts = raw_message.get("parts") if raw_message is not None else None
+        decoded = self._decoder.decode(message, cwd, raw_parts if isinstance(raw_parts, list) else None)
+        return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata,
+                         language=normalise_language(metadata.get("preferredLanguage",
+                                                                  metadata.get("preferred_language"))),
+                         channel=normalise_channel(metadata.get("channel")))
 
 
 class KernelRequestHandler(DefaultRequestHandler):
     """DefaultRequestHandler whose message, cancel and subscribe paths run on the turn engine."""
 
-    def __init__(self, *args: Any, turn_ends_in_input_required: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
+                 contexts: ContextRegistry | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn_ends_in_input_required = turn_ends_in_input_required
+        self._contexts = contexts
         self.engine = TurnEngine(self.agent_executor, self.task_store, self._push_sender,
                                  turn_ends_in_input_required=turn_ends_in_input_required)
 
@@ -100,6 +142,9 @@ class KernelRequestHandler(DefaultRequestHandler):
             validate_input_modes(params.message, self._agent_card)
         task_id = params.message.task_id or None
         context_id = params.message.context_id or None
+        for value in (task_id, context_id):
+            if value is not None:
+                validate_id(value)
         existing: Task | None = None
         if task_id:
             existing = await self.task_store.get(task_id, context)
@@ -113,16 +158,31 @@ class KernelRequestHandler(DefaultRequestHandler):
                     message=f"Task {task_id} is in terminal state: {TaskState.Name(existing.status.state)}")
         request = await self._request_context_builder.build(
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
+        turn_input = context.state.get(INPUT_STATE_KEY)
+        if self._contexts is not None and isinstance(turn_input, TurnInput) and turn_input.error is None:
+            context.state[CONTEXT_STATE_KEY] = self._contexts.reserve(
+                resolve_user_scope(context), request.context_id or "", turn_input.cwd, turn_input.channel,
+                request.task_id or "")
         config = params.configuration
         if self._push_config_store and config.HasField("task_push_notification_config"):
             await self._reject_unsafe_push_url(config.task_push_notification_config.url)
             await self._push_config_store.set_info(request.task_id, config.task_push_notification_config, context)
         return request, existing
 
+    async def _start(self, request: RequestContext, context: ServerCallContext, existing: Task | None,
+                     **options: Any) -> Turn:
+        try:
+            return await self.engine.start(request, context, existing, **options)
+        except BaseException:
+            reserved = context.state.pop(CONTEXT_STATE_KEY, None)
+            if reserved is not None and self._contexts is not None:
+                self._contexts.release(reserved)
+            raise
+
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         request, existing = await self._prepare(params, context)
-        turn = await self.engine.start(request, context, existing,
-                                       return_immediately=params.configuration.return_immediately)
+        turn = await self._start(request, context, existing,
+                                 return_immediately=params.configuration.return_immediately)
         result = await turn.result
         if isinstance(result, Task):
             return apply_history_length(result, params.configuration)
@@ -134,7 +194,7 @@ class KernelRequestHandler(DefaultRequestHandler):
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
         request, existing = await self._prepare(params, context)
         subscription = Subscription()
-        turn = await self.engine.start(request, context, existing, subscription=subscription)
+        turn = await self._start(request, context, existing, subscription=subscription)
         try:
             async for event in subscription.events():
                 yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
@@ -161,16 +221,26 @@ class KernelRequestHandler(DefaultRequestHandler):
         view = await store.get_view(params.id, context)
         if view is None:
             raise TaskNotFoundError
-        if params.HasField("history_length") and "history" in view:
-            keep = params.history_length
-            if keep == 0:
-                return {k: v for k, v in view.items() if k != "history"}
-            if len(view["history"]) > keep:
-                return {**view, "history": view["history"][-keep:]}
-        return view
+        return _limit_history(view, params)
+
+    async def list_tasks_view(self, params: ListTasksRequest, context: ServerCallContext) -> dict[str, Any]:
+        """ListTasks answered from the store's cached JSON views (same result as ``on_list_tasks``)."""
+        validate_history_length(params)
+        if params.HasField("page_size"):
+            validate_page_size(params.page_size)
+        store = self.task_store
+        if not isinstance(store, KernelTaskStore):
+            return MessageToDict(await self.on_list_tasks(params, context), always_print_fields_with_no_presence=True)
+        result = await store.list_view(params, context)
+        tasks = []
+        for view in result["tasks"]:
+            if not params.include_artifacts and "artifacts" in view:
+                view = {k: v for k, v in view.items() if k != "artifacts"}
+            tasks.append(_limit_history(view, params))
+        return {**result, "tasks": tasks}
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        validate_proto_required_fields(params)
+        _require_id(params)
         task = await self.task_store.get(params.id, context)
         if task is None:
             raise TaskNotFoundError
@@ -193,7 +263,7 @@ class KernelRequestHandler(DefaultRequestHandler):
 
     async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
                                    context: ServerCallContext) -> AsyncGenerator[Any, None]:
-        validate_proto_required_fields(params)
+        _require_id(params)
         task = await self.task_store.get(params.id, context)
         if task is None:
             raise TaskNotFoundError

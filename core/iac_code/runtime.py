@@ -14,14 +14,22 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class TurnRequest:
-    """One turn of a conversation, as a runtime sees it."""
+    """One turn of a conversation, as a runtime sees it.
+
+    ``history`` holds the context's earlier turns (``{"role", "text"}``);
+    ``session`` is the runtime's own JSON-serialisable state for the context,
+    kept and persisted by the kernel between turns.
+    """
 
     context_id: str
     task_id: str
     prompt: str
     cwd: str
     language: str = "en"
+    channel: str = "unknown"
     manifest: tuple[Mapping[str, Any], ...] = ()
+    history: tuple[Mapping[str, str], ...] = ()
+    session: dict[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,12 +42,17 @@ class RunningServer:
 def make_kernel(settings: Mapping[str, Any] | None = None, *,
                 extra_plugins: Mapping[str, object] | None = None,
                 environ: Mapping[str, str] | None = None) -> Kernel:
-    """Build (but do not start) a kernel from settings written as in YAML."""
+    """Build (but do not start) a kernel from settings written as in YAML.
+
+    Without a ``persistence-dir`` setting the kernel gets a fresh temporary one.
+    """
     plugins = Plugins.load(blocked=list((settings or {}).get("disabled-plugins", [])))
     for name, plugin in (extra_plugins or {}).items():
         plugins.register(plugin, name, distribution="tests")
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
     raw: dict[str, Any] = {"host": "127.0.0.1", "port": 0}
+    if not any(k.replace("-", "_") == "persistence_dir" for k in (settings or {})):
+        raw["persistence_dir"] = tempfile.mkdtemp(prefix="iac-code-test-")
     raw.update(normalise_keys(dict(settings or {})))
     config = load_config(raw=raw, model=model, environ=environ if environ is not None else {})
     return Kernel(config, plugins)
@@ -57,11 +64,14 @@ async def start_server(settings: Mapping[str, Any] | None = None, *,
                        environ: Mapping[str, str] | None = None) -> AsyncIterator[RunningServer]:
     """Start a kernel on an ephemeral port; stop it on exit."""
     kernel = make_kernel(settings, extra_plugins=extra_plugins, environ=environ)
+    owns_state = not any(k.replace("-", "_") == "persistence_dir" for k in (settings or {}))
     interfaces = await kernel.start()
     try:
         yield RunningServer(kernel=kernel, url=interfaces[0].url)
     finally:
         await kernel.stop()
+        if owns_state:
+            shutil.rmtree(kernel.state_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager

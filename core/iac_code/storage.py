@@ -1,0 +1,192 @@
+"""Durable JSON snapshots: atomic, owner-only files written off the event loop.
+
+Every document is written to a temporary file in the same directory, fsynced,
+renamed over the old one and the directory fsynced, so a ``kill -9`` at any
+moment leaves either the old or the new document, never a torn one. Files are
+``0600`` in ``0700`` directories. Writes are coalesced: if a document changes
+several times within the writer's linger (50 ms) or while it is busy, only its
+latest state is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from iac_code import jsonio
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = ".json"
+
+_counter = itertools.count()
+
+# A pending write: a callable producing the document (run in the writer thread), or None to delete.
+Producer = Callable[[], dict[str, Any]] | None
+
+
+def file_key(*parts: str) -> str:
+    """A fixed-length, filesystem-safe name for a document key."""
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:40]
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) as an owner-only directory."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    return path
+
+
+def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir).
+
+    ``sync_dir=False`` leaves the directory fsync to the caller (one per batch).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{next(_counter)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class JsonDirectory:
+    """A directory of JSON documents, one file per key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = private_dir(path)
+
+    def file(self, key: str) -> Path:
+        return self.path / f"{key}{SUFFIX}"
+
+    def write(self, key: str, document: dict[str, Any], *, sync_dir: bool = True) -> None:
+        atomic_write(self.file(key), jsonio.dumps(document), sync_dir=sync_dir)
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.file(key))
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        try:
+            data = jsonio.loads(self.file(key).read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            logger.warning("Skipping unreadable snapshot %s: %s", self.file(key).name, type(exc).__name__)
+            return None
+        return data if isinstance(data, dict) else None
+
+    def load_all(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every readable document; corrupt or foreign files are skipped with a warning."""
+        for entry in sorted(self.path.iterdir()):
+            name = entry.name
+            if name.startswith(".") and name.endswith(".tmp"):
+                with contextlib.suppress(OSError):  # left behind by a crash mid-write
+                    entry.unlink()
+                continue
+            if not name.endswith(SUFFIX) or not entry.is_file():
+                logger.warning("Skipping foreign file in %s: %s", self.path.name, name)
+                continue
+            try:
+                data = jsonio.loads(entry.read_bytes())
+            except (OSError, ValueError) as exc:
+                logger.warning("Skipping corrupt snapshot %s/%s: %s", self.path.name, name, type(exc).__name__)
+                continue
+            if not isinstance(data, dict):
+                logger.warning("Skipping foreign snapshot %s/%s", self.path.name, name)
+                continue
+            yield name[: -len(SUFFIX)], data
+
+
+class SnapshotWriter:
+    """Writes snapshots in the background, coalescing repeated updates of a document."""
+
+    def __init__(self, linger: float = 0.05) -> None:
+        self._linger = linger
+        self._pending: dict[tuple[JsonDirectory, str], Producer] = {}
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+
+    def put(self, directory: JsonDirectory, key: str, produce: Callable[[], dict[str, Any]]) -> None:
+        """Schedule ``produce()`` to be written as ``key`` (the latest call wins)."""
+        self._schedule((directory, key), produce)
+
+    def remove(self, directory: JsonDirectory, key: str) -> None:
+        self._schedule((directory, key), None)
+
+    def _schedule(self, slot: tuple[JsonDirectory, str], produce: Producer) -> None:
+        self._pending[slot] = produce
+        self._idle.clear()
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="snapshot-writer")
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            if self._linger:
+                await asyncio.sleep(self._linger)  # let a turn's burst of updates coalesce
+            self._wake.clear()
+            batch, self._pending = self._pending, {}
+            if batch:
+                await asyncio.to_thread(_write_batch, batch)
+            if not self._pending:
+                self._idle.set()
+
+    async def flush(self) -> None:
+        """Wait until everything scheduled so far is on disk."""
+        await self._idle.wait()
+
+    async def close(self) -> None:
+        await self.flush()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+def _write_batch(batch: dict[tuple[JsonDirectory, str], Producer]) -> None:
+    touched: set[Path] = set()
+    for (directory, key), produce in batch.items():
+        try:
+            if produce is None:
+                directory.delete(key)
+            else:
+                directory.write(key, produce(), sync_dir=False)
+            touched.add(directory.path)
+        except Exception:  # one bad document must not stop the others
+            logger.exception("Could not write snapshot %s/%s", directory.path.name, key)
+    for path in touched:
+        fsync_dir(path)
