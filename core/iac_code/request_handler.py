@@ -267,10 +267,12 @@ class KernelRequestHandler(DefaultRequestHandler):
         task = await self.task_store.get(params.id, context)
         if task is None:
             raise TaskNotFoundError
+        turn = self.engine.running(params.id)
+        if self.turn_ends_in_input_required and (turn is None or task.status.state in TERMINAL_STATES):
+            raise TaskNotFoundError(message=f"Task {params.id} is not active")
         if task.status.state in TERMINAL_STATES:
             raise UnsupportedOperationError(
                 message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}")
-        turn = self.engine.running(params.id)
         if turn is None and self.turn_ends_in_input_required:
             raise TaskNotFoundError(message=f"Task {params.id} is not active")
         subscription = Subscription(follow_next_turn=not self.turn_ends_in_input_required)

@@ -49,16 +49,21 @@ def _chunks(text: str) -> list[str]:
 
 
 class OfflineRuntime:
-    """Deterministic offline runtime; turns are independent of each other for now."""
+    """Deterministic offline runtime.
+
+    The VPC it last generated is kept in the context's session, so a follow-up
+    such as "add another vSwitch" or "make it 4 vSwitches" edits that template.
+    """
 
     name = "offline"
 
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         output: list[str] = []
-        if ros_templates.wants_vpc(turn.prompt):
-            count = ros_templates.vswitch_count(turn.prompt)
-            region = ros_templates.region_of(turn.prompt)
-            tool_id = f"{turn.task_id}-ros-template-1"
+        request = _vpc_request(turn)
+        if request is not None:
+            count, region = request
+            turn.session["vpc"] = {"vswitches": count, "region": region}
+            tool_id = f"{turn.task_id}-ros-template-{len(turn.history) // 2 + 1}"
             yield ToolStarted(tool_id, "ros_template")
             yield ToolInputComplete(tool_id, "ros_template", {"kind": "vpc", "vswitches": count, "region": region})
             template = ros_templates.to_yaml(ros_templates.vpc_template(count, region))
@@ -78,6 +83,24 @@ class OfflineRuntime:
             yield TextDelta(chunk)
             await asyncio.sleep(0)  # a cancellation point between chunks
         yield Usage(estimate_tokens(turn.prompt), estimate_tokens("".join(output)))
+
+
+def _vpc_request(turn: TurnRequest) -> tuple[int, str | None] | None:
+    """(vSwitch count, region) asked for by this turn, using the session for follow-ups."""
+    prompt = turn.prompt
+    if ros_templates.wants_vpc(prompt):
+        return ros_templates.vswitch_count(prompt), ros_templates.region_of(prompt)
+    previous = turn.session.get("vpc")
+    if not isinstance(previous, dict) or not ros_templates.mentions_vswitch(prompt):
+        return None
+    count = int(previous.get("vswitches", 1))
+    region = ros_templates.region_of(prompt) or previous.get("region")
+    change = ros_templates.vswitch_change(prompt)
+    if change is not None:
+        count = max(1, min(count + change, ros_templates.MAX_VSWITCHES))
+    else:
+        count = ros_templates.vswitch_count(prompt)
+    return count, region
 
 
 @hookimpl

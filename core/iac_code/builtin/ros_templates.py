@@ -11,13 +11,15 @@ from typing import Any
 import yaml
 
 NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "both": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "a": 1, "an": 1, "another": 1, "one": 1, "single": 1, "two": 2, "both": 2, "three": 3, "four": 4, "five": 5,
+    "six": 6,
     "seven": 7, "eight": 8, "nine": 9, "ten": 10, "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5,
 }
 MAX_VSWITCHES = 16
 _REGION = re.compile(r"\b([a-z]{2}(?:-[a-z]+){1,2}(?:-\d)?)\b")
 _VSWITCH_COUNT = re.compile(
-    r"(\d+|[a-z]+|[一两二三四五])\s*(?:个)?\s*(?:v-?switch(?:es)?|交换机)", re.IGNORECASE)
+    r"(\d+|[a-z]+|[一两二三四五])\s*(?:个)?\s*(?:(?:more|extra|additional|new)\s+)?(?:v-?switch(?:es)?|交换机)",
+    re.IGNORECASE)
 
 
 def wants_vpc(prompt: str) -> bool:
@@ -33,6 +35,25 @@ def vswitch_count(prompt: str) -> int:
     word = match.group(1).lower()
     count = int(word) if word.isdigit() else NUMBER_WORDS.get(word, 1)
     return max(1, min(count, MAX_VSWITCHES))
+
+
+def mentions_vswitch(prompt: str) -> bool:
+    return bool(re.search(r"v-?switch|交换机", prompt, re.IGNORECASE))
+
+
+def vswitch_change(prompt: str) -> int | None:
+    """+k for "add (k more|another) vSwitch(es)", -k for "remove k vSwitch(es)", else None."""
+    text = prompt.lower()
+    match = _VSWITCH_COUNT.search(text)
+    amount = 1
+    if match:
+        word = match.group(1)
+        amount = int(word) if word.isdigit() else NUMBER_WORDS.get(word, 1)
+    if re.search(r"\b(add|another|more|extra)\b|增加|再加", text):
+        return amount
+    if re.search(r"\b(remove|delete|drop|fewer)\b|删除|减少", text):
+        return -amount
+    return None
 
 
 def region_of(prompt: str) -> str | None:
