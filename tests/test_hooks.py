@@ -182,7 +182,7 @@ def test_conflicts_name_both_plugins() -> None:
         make_kernel(extra_plugins={"dup": DuplicateTransport()})
     with pytest.raises(StartupError, match="'public-url' is declared by both http and dup-key"):
         make_kernel(extra_plugins={"dup-key": DuplicateKey()})
-    with pytest.raises(StartupError, match=r"text/plain'? is provided by both text-decoders \(iac-code\) and dup-dec"):
+    with pytest.raises(StartupError, match=r"text/plain'? is provided by both text-parts \(iac-code\) and dup-dec"):
         make_kernel(extra_plugins={"dup-dec": DuplicateDecoder()})
     with pytest.raises(StartupError, match="returned str from iac_code_transports"):
         make_kernel(extra_plugins={"wrong": WrongRecord()})

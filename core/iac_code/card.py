@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
@@ -32,6 +31,7 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code import __version__
 from iac_code.config import ServerConfig
+from iac_code.media_types import MULTIMODAL_MIME_ENV, TEXT_MIME_ENV, env_media_types
 from iac_code.records import InterfaceInfo
 
 ARTIFACT_METADATA_EXTENSION = "urn:iac-code:a2a:artifact-metadata:v1"
@@ -72,11 +72,10 @@ RUNTIME_DETAILS_SKILL = {
 
 
 def input_modes() -> list[str]:
-    """The advertised input MIME types, with the configured extras appended."""
+    """The advertised input MIME types: the defaults, then sorted configured text and multimodal extras."""
     modes = list(BASE_INPUT_MODES)
-    for var in ("IACCODE_A2A_TEXT_MIME_TYPES", "IACCODE_A2A_MULTIMODAL_MIME_TYPES"):
-        extras = sorted({m.strip().lower() for m in os.environ.get(var, "").split(",") if m.strip()})
-        modes.extend(m for m in extras if m not in modes)
+    for name in (TEXT_MIME_ENV, MULTIMODAL_MIME_ENV):
+        modes.extend(m for m in sorted(env_media_types(name)) if m not in modes)
     return modes
 
 

@@ -18,8 +18,9 @@ from iac_code.plugins import Provided
 from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
 from iac_code.workspace import allowed_roots
 
-DEFAULT_MEDIA_TYPE = {"text": "text/plain", "data": "application/json", "raw": "application/octet-stream",
-                      "url": "application/octet-stream"}
+# A part without a media type is text/plain (A2A input spec), except a data part, whose
+# content is JSON by definition.
+DEFAULT_MEDIA_TYPE = {"text": "text/plain", "data": "application/json", "raw": "text/plain", "url": "text/plain"}
 
 
 @dataclass(frozen=True)

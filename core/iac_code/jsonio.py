@@ -7,17 +7,30 @@ instead of failing, so any valid JSON round-trips.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"JSON constant {name} is not allowed")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("JSON number out of range")
+    return value
+
+
 def loads(data: bytes | str) -> Any:
-    """Parse JSON; raises ``ValueError`` for invalid input."""
+    """Parse strict JSON (no NaN/Infinity, finite numbers); raises ``ValueError`` for invalid input."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data)  # big integers, lone surrogates: let the stdlib decide
+        # big integers, lone surrogates: let the stdlib decide, just as strictly
+        return json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
 
 
 def dumps(payload: Any) -> bytes:

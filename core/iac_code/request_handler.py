@@ -273,8 +273,6 @@ class KernelRequestHandler(DefaultRequestHandler):
         if task.status.state in TERMINAL_STATES:
             raise UnsupportedOperationError(
                 message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}")
-        if turn is None and self.turn_ends_in_input_required:
-            raise TaskNotFoundError(message=f"Task {params.id} is not active")
         subscription = Subscription(follow_next_turn=not self.turn_ends_in_input_required)
         if turn is not None:
             current = await turn.attach(subscription)

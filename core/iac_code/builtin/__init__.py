@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "iac_code.builtin.text_decoders",
+    "iac_code.builtin.text_parts",
+    "iac_code.builtin.data_parts",
+    "iac_code.builtin.raw_parts",
+    "iac_code.builtin.file_url_parts",
+    "iac_code.builtin.multimodal_parts",
     "iac_code.builtin.offline_runtime",
 )
