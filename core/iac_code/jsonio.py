@@ -1,16 +1,21 @@
 """Fast JSON for the wire (orjson), with the standard library as fallback.
 
-orjson refuses integers beyond 64 bits; those inputs take the slower path
-instead of failing, so any valid JSON round-trips.
+orjson turns integers beyond 64 bits into floats and refuses some inputs; those
+documents take the standard library's slower path, so any valid JSON
+round-trips exactly.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import orjson
+
+# orjson reads integers beyond 64 bits as floats; such documents go to the stdlib.
+_LONG_NUMBER = re.compile(rb"\d{20}")
 
 
 def _no_constant(name: str) -> Any:
@@ -26,11 +31,15 @@ def _finite_float(text: str) -> float:
 
 def loads(data: bytes | str) -> Any:
     """Parse strict JSON (no NaN/Infinity, finite numbers); raises ``ValueError`` for invalid input."""
+    if _LONG_NUMBER.search(data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        # big integers, lone surrogates: let the stdlib decide, just as strictly
         return json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def dumps(payload: Any) -> bytes:
