@@ -86,7 +86,7 @@ async def test_corrupt_and_foreign_files_are_skipped(tmp_path: Path, caplog: pyt
     (tasks_dir / "0000bad.json").write_text("{ not json")
     (tasks_dir / "list.json").write_text("[1, 2, 3]")
     (tasks_dir / "foreign.json").write_text(json.dumps({"hello": "world"}))
-    (tasks_dir / "weird.json").write_text(json.dumps({"owner": "", "task": {"status": {"state": 12345}}}))
+    (tasks_dir / "weird.json").write_text(json.dumps({"format": "iac-code.task.v1", "owner": "", "task": "!!notb64"}))
     (tasks_dir / "README.txt").write_text("not a snapshot")
     (tasks_dir / ".half-written.json.1-2.tmp").write_text('{"owner": "", "ta')
     (tmp_path / "state" / "contexts" / "broken.json").write_bytes(b"\xff\xfe")
