@@ -200,7 +200,7 @@ async def main() -> int:
             proc.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), 30)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -168,6 +168,9 @@ async def test_cancel_running_turn() -> None:
         assert "TASK_STATE_INPUT_REQUIRED" not in states
         again = await rpc(http, server, {"jsonrpc": "2.0", "id": 4, "method": "CancelTask", "params": {"id": task_id}})
         assert again["error"]["code"] == -32002
+        plugin.runtime.release.set()  # the context is free again: a new turn runs to its end
+        follow = await rpc(http, server, send_message_body("next", message_id="m-next", contextId=task["contextId"]))
+        assert follow["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def test_subscribe_to_running_task_then_finished() -> None:
