@@ -35,6 +35,7 @@ from iac_code.media_types import MULTIMODAL_MIME_ENV, TEXT_MIME_ENV, env_media_t
 from iac_code.records import InterfaceInfo
 
 ARTIFACT_METADATA_EXTENSION = "urn:iac-code:a2a:artifact-metadata:v1"
+THINKING_EXPOSURE_EXTENSION = "urn:iac-code:a2a:thinking-exposure:v1"
 
 DESCRIPTION = "AI-powered Infrastructure as Code assistant for Alibaba Cloud ROS and Terraform workflows."
 UNAUTHENTICATED_NOTE = " Unauthenticated A2A server mode is intended for trusted local environments."
@@ -88,6 +89,17 @@ def _skill(spec: dict[str, Any], modes: list[str]) -> AgentSkill:
     )
 
 
+def _thinking_extension(config: ServerConfig) -> list[AgentExtension]:
+    enabled = sorted(config.thinking_types)
+    if not enabled:
+        return []
+    extension = AgentExtension(
+        uri=THINKING_EXPOSURE_EXTENSION, required=False,
+        description="iac-code metadata for tool traces and raw thinking (metadata.iac_code.tool / .thinking).")
+    extension.params.update({"enabledTypes": enabled})
+    return [extension]
+
+
 def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo]) -> AgentCard:
     """Build the public Agent Card for this configuration."""
     overrides = config.agent_card
@@ -115,6 +127,7 @@ def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo]) -> A
                     description="Optional iac-code metadata namespace for tool status and stored local artifact metadata.",
                     required=False,
                 ),
+                *_thinking_extension(config),
                 *(
                     AgentExtension(uri=uri, description="Required by this server.", required=True)
                     for uri in config.required_extensions

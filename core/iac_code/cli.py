@@ -56,11 +56,14 @@ def main() -> None:
 @click.option("--transport", default=None, help="Transport plugin (default http).")
 @click.option("--debug", "-d", is_flag=True, help="Debug logging.")
 @click.option("--log-to-stdout/--no-log-to-stdout", default=None, help="Mirror logs to stdout.")
+@click.option("--thinking-exposure", "thinking_exposure", multiple=True,
+              help="Expose tool-trace (default) and/or raw-thinking metadata; repeatable.")
 @click.option("--plugins", "plugins_action", type=click.Choice(["list"]), default=None,
               help="'list' shows every plugin and exits.")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", help="Format for --plugins list.")
 def a2a(config_path: str, host: str | None, port: int | None, transport: str | None, debug: bool,
-        log_to_stdout: bool | None, plugins_action: str | None, output: str) -> None:
+        log_to_stdout: bool | None, thinking_exposure: tuple[str, ...], plugins_action: str | None,
+        output: str) -> None:
     """Run iac-code as an A2A 1.0 server."""
     from iac_code.config import build_config_model, load_config, read_config_file
 
@@ -81,6 +84,8 @@ def a2a(config_path: str, host: str | None, port: int | None, transport: str | N
                                      "log_to_stdout": log_to_stdout}
         if debug:
             overrides["debug"] = True
+        if thinking_exposure:
+            overrides["thinking_exposure"] = list(thinking_exposure)
         config = load_config(raw=raw, overrides=overrides, model=model)
         setup_logging(config.debug, config.log_to_stdout)
         for info in plugins.infos():

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from iac_code.errors import StartupError
 
@@ -67,6 +67,45 @@ class AgentCardConfig(BaseModel):
     default_output_modes: list[str] | None = None
 
 
+class PermissionRulesConfig(BaseModel):
+    """Permission rules: tool-name globs, or exact ``aliyun_api(product:Action)`` entries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+
+THINKING_TYPES = {"tool-trace": "tool_trace", "raw-thinking": "raw_thinking"}
+THINKING_OFF = frozenset({"none", "off", "false", "0", ""})
+THINKING_SUPPORTED = "Supported values: raw-thinking, tool-trace."
+
+
+def parse_thinking_exposure(value: Any) -> frozenset[str]:
+    """``thinking-exposure`` → enabled types (``tool_trace``, ``raw_thinking``); unset → tool_trace."""
+    if value is None:
+        return frozenset({"tool_trace"})
+    if isinstance(value, str):
+        items = [v for v in re.split(r"[,;]", value)]
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        items = list(value)
+    else:
+        raise ValueError(f"A2A thinking exposure must be a string or list of strings. {THINKING_SUPPORTED}")
+    enabled: set[str] = set()
+    for item in items:
+        token = item.strip().lower().replace("_", "-")
+        if token in THINKING_OFF:
+            continue
+        if token in ("all", "*"):
+            enabled.update(THINKING_TYPES.values())
+        elif token in THINKING_TYPES:
+            enabled.add(THINKING_TYPES[token])
+        else:
+            raise ValueError(
+                f"Unsupported A2A thinking exposure type '{token.replace('-', '_')}'. {THINKING_SUPPORTED}")
+    return frozenset(enabled)
+
+
 class ServerConfig(BaseModel):
     """The kernel's own settings. Plugins add theirs by model inheritance."""
 
@@ -96,7 +135,28 @@ class ServerConfig(BaseModel):
     disabled_plugins: list[str] = Field(default_factory=list, description="Plugin names not to load.")
     max_request_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body.")
     required_extensions: list[str] = Field(default_factory=list, description="Extension URIs callers must request.")
+    thinking_exposure: Any = Field(
+        None, description="Enabled signal types: tool-trace (default), raw-thinking; list or comma string.")
+    auto_approve_permissions: bool = Field(
+        False, description="Approve tool permissions without asking (never protected cloud write APIs).")
+    permission_rules: PermissionRulesConfig = Field(default_factory=PermissionRulesConfig,
+                                                    description="allow/deny rules decided without asking.")
+    permission_audit_log: str = Field("", description="Audit log file (default <persistence-dir>/audit/permissions.jsonl).")
     tracing: bool = Field(False, description="Keep a2a-sdk's OpenTelemetry spans (off by default: they cost throughput).")
+
+    @field_validator("thinking_exposure")
+    @classmethod
+    def _check_thinking(cls, value: Any) -> Any:
+        parse_thinking_exposure(value)
+        return value
+
+    @property
+    def thinking_types(self) -> frozenset[str]:
+        return parse_thinking_exposure(self.thinking_exposure)
+
+    def resolved_audit_log(self) -> Path:
+        return Path(self.permission_audit_log) if self.permission_audit_log else (
+            self.resolved_persistence_dir() / "audit" / "permissions.jsonl")
 
     @property
     def auth_enabled(self) -> bool:
@@ -176,6 +236,8 @@ def _describe(error: Mapping[str, Any]) -> str:
     loc = ".".join(str(p).replace("_", "-") if isinstance(p, str) else str(p) for p in error["loc"])
     if error["type"] == "extra_forbidden":
         return f"unknown configuration key '{loc}'"
+    if error["type"] == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
     return f"'{loc}': {error['msg']}"
 
 

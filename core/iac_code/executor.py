@@ -12,17 +12,33 @@ import logging
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
 
+from iac_code import messages as m
 from iac_code.artifacts import ArtifactStore
 from iac_code.contexts import ContextRegistry, ContextState, channel_fallback
+from iac_code.i18n import translator
 from iac_code.inputs import TurnInput
+from iac_code.permissions import (
+    ALLOW_ONCE,
+    DENY,
+    AuditLog,
+    Decision,
+    PermissionBroker,
+    PermissionPolicy,
+    audit_record,
+    envelope,
+)
 from iac_code.runtime import (
     AgentRuntime,
     ArtifactPayload,
+    PermissionRequest,
     TextDelta,
+    Thinking,
     ToolCompleted,
     ToolFailed,
     ToolInputComplete,
@@ -32,15 +48,12 @@ from iac_code.runtime import (
     TurnRequest,
     Usage,
 )
+from iac_code.tool_metadata import FIELD_LIMIT, input_summary, tool_result
 
 logger = logging.getLogger(__name__)
 
 INPUT_STATE_KEY = "iac_code.input"
 CONTEXT_STATE_KEY = "iac_code.context"
-EMPTY_INPUT_TEXT = "A2A server currently accepts text input only."
-CANCELED_TEXT = "Task canceled."
-INTERNAL_FAILURE_TEXT = "The agent runtime failed unexpectedly. The error was logged on the server."
-RESULT_FIELD_LIMIT = 4000
 
 
 def agent_message(task_id: str, context_id: str, message_id: str, text: str) -> Message:
@@ -49,25 +62,22 @@ def agent_message(task_id: str, context_id: str, message_id: str, text: str) -> 
                    task_id=task_id, context_id=context_id)
 
 
-def _cut(value: Any) -> Any:
-    if isinstance(value, str):
-        return value[:RESULT_FIELD_LIMIT]
-    if isinstance(value, dict):
-        return {k: _cut(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_cut(v) for v in value]
-    return value
-
-
 class RuntimeExecutor(AgentExecutor):
     """Runs one iac-code runtime turn per A2A message and publishes its events."""
 
     turn_ends_in_input_required = True
 
-    def __init__(self, runtime: AgentRuntime, contexts: ContextRegistry, artifacts: ArtifactStore) -> None:
+    def __init__(self, runtime: AgentRuntime, contexts: ContextRegistry, artifacts: ArtifactStore, *,
+                 policy: PermissionPolicy, broker: PermissionBroker, audit: AuditLog,
+                 exposure: frozenset[str] = frozenset({"tool_trace"})) -> None:
         self._runtime = runtime
         self.contexts = contexts
         self._artifacts = artifacts
+        self.policy = policy
+        self.broker = broker
+        self._audit = audit
+        self._tool_trace = "tool_trace" in exposure
+        self._raw_thinking = "raw_thinking" in exposure
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
@@ -83,19 +93,20 @@ class RuntimeExecutor(AgentExecutor):
                     history=[context.message]))
             await updater.update_status(TaskState.TASK_STATE_WORKING)
             turn_input: TurnInput | None = state.get(INPUT_STATE_KEY)
+            t = translator(turn_input.language if turn_input is not None else None)
             if turn_input is not None and turn_input.error:
-                await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", turn_input.error))
+                await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", t(turn_input.error)))
                 return
             if turn_input is None or reserved is None or (
                     not turn_input.decoded.prompt.strip() and not turn_input.decoded.manifest):
-                await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", EMPTY_INPUT_TEXT))
+                await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", t(m.EMPTY_INPUT)))
                 return
             turn = TurnRequest(
                 context_id=context_id, task_id=task_id, prompt=turn_input.decoded.prompt, cwd=turn_input.cwd,
                 language=turn_input.language or "en", channel=channel_fallback(reserved.channel),
                 manifest=turn_input.decoded.manifest, history=tuple(reserved.history), session=reserved.session,
                 metadata=turn_input.metadata)
-            answer = await self._run(turn, updater)
+            answer = await self._run(turn, updater, reserved, context.call_context)
             if answer is not None:
                 reserved.history.append({"role": "user", "text": turn.prompt})
                 reserved.history.append({"role": "assistant", "text": answer})
@@ -103,12 +114,15 @@ class RuntimeExecutor(AgentExecutor):
             raise
         except Exception:
             logger.exception("Agent runtime %r failed on task %s", getattr(self._runtime, "name", "?"), task_id)
-            await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", INTERNAL_FAILURE_TEXT))
+            language = getattr(state.get(INPUT_STATE_KEY), "language", None)
+            await updater.failed(agent_message(task_id, context_id, f"{task_id}-4",
+                                               translator(language)(m.INTERNAL_FAILURE)))
         finally:
             if reserved is not None:
                 self.contexts.release(reserved)
 
-    async def _run(self, turn: TurnRequest, updater: TaskUpdater) -> str | None:
+    async def _run(self, turn: TurnRequest, updater: TaskUpdater, reserved: ContextState,
+                   call_context: ServerCallContext) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = []
@@ -126,7 +140,14 @@ class RuntimeExecutor(AgentExecutor):
                 tool = self._tool_metadata(event)
                 if isinstance(event, ToolCompleted) and event.artifact is not None:
                     tool["artifact"] = await self._store_artifact(turn, event.artifact, updater)
-                await updater.update_status(working, metadata={"iac_code": {"tool": tool}})
+                if self._tool_trace:
+                    await updater.update_status(working, metadata={"iac_code": {"tool": tool}})
+            elif isinstance(event, Thinking):
+                if self._raw_thinking and event.text:
+                    await updater.update_status(working, metadata={"iac_code": {"thinking": {
+                        "type": "raw_thinking", "text": event.text[:FIELD_LIMIT]}}})
+            elif isinstance(event, PermissionRequest):
+                event.allowed = await self._permission(event, turn, updater, reserved, call_context)
             elif isinstance(event, TurnFailed):
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
                 await updater.update_status(
@@ -160,14 +181,53 @@ class RuntimeExecutor(AgentExecutor):
         status = {ToolStarted: "started", ToolInputDelta: "input_delta", ToolInputComplete: "input_complete",
                   ToolCompleted: "completed", ToolFailed: "failed"}[type(event)]
         data: dict[str, Any] = {"status": status, "toolUseId": event.tool_use_id, "name": event.name}
-        if isinstance(event, ToolCompleted):
-            data["result"] = _cut(dict(event.result))
+        if isinstance(event, ToolInputDelta):
+            data["partialJsonLength"] = len(event.delta)
+        elif isinstance(event, ToolInputComplete):
+            data["inputSummary"] = input_summary(event.name, event.input)
+        elif isinstance(event, ToolCompleted):
+            data["result"] = tool_result(dict(event.result))
         elif isinstance(event, ToolFailed):
-            data["result"] = {"error": event.error[:RESULT_FIELD_LIMIT]}
+            data["result"] = {"error": event.error[:FIELD_LIMIT]}
         return data
+
+    async def _permission(self, request: PermissionRequest, turn: TurnRequest, updater: TaskUpdater,
+                          reserved: ContextState, call_context: ServerCallContext) -> bool:
+        """Decide one permission request: by policy, or by asking the caller (the turn pauses)."""
+        task_id, context_id = turn.task_id, turn.context_id
+        owner = resolve_user_scope(call_context)
+        decision = self.policy.decide(request)
+        input_id = ""
+        if decision is None:
+            input_id, answer = self.broker.register(task_id, context_id, request.tool_use_id)
+            reserved.waiting_input = True
+            try:
+                note = {"autoApproved": False, "pending": True, "toolName": request.tool_name,
+                        "toolUseId": request.tool_use_id}
+                await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, metadata={"iac_code": {
+                    "input": envelope(request, task_id=task_id, context_id=context_id, input_id=input_id,
+                                      language=turn.language),
+                    "permission": note}})
+                decision = Decision(await answer == ALLOW_ONCE, "interactive")
+            finally:
+                self.broker.discard(task_id, input_id)
+                reserved.waiting_input = False
+        recorded = await self._audit.append(audit_record(
+            request, task_id=task_id, context_id=context_id, owner=owner, decision=decision, input_id=input_id))
+        allowed = decision.allow and recorded  # an allow that cannot be audited fails closed
+        if decision.source == "interactive":
+            await updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {"inputReceived": {
+                "kind": "permission", "inputId": input_id, "toolUseId": request.tool_use_id,
+                "decision": ALLOW_ONCE if allowed else DENY}}})
+        elif self._tool_trace:
+            await updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {"permission": {
+                "autoApproved": allowed, "toolName": request.tool_name, "toolUseId": request.tool_use_id,
+                "inputSummary": input_summary(request.tool_name, request.input)}}})
+        return allowed
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         updater = TaskUpdater(event_queue, task_id, context_id)
-        await updater.cancel(agent_message(task_id, context_id, f"{task_id}-5", CANCELED_TEXT))
+        language = getattr(context.call_context.state.get(INPUT_STATE_KEY), "language", None)
+        await updater.cancel(agent_message(task_id, context_id, f"{task_id}-5", translator(language)(m.TASK_CANCELED)))

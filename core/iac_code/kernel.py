@@ -25,6 +25,7 @@ from iac_code.dispatcher import JsonRpcDispatcher
 from iac_code.errors import StartupError
 from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
+from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.plugins import Plugins
 from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
@@ -83,6 +84,7 @@ class Kernel:
         self.task_store = KernelTaskStore(self.state_dir, self.writer)
         self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout)
         self.artifacts = ArtifactStore(config.resolved_artifact_dir())
+        self.permissions = PermissionBroker()
         self.executor, self._decoder = self._build_executor()
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
@@ -100,6 +102,7 @@ class Kernel:
             request_context_builder=DecodingContextBuilder(self._decoder) if self._decoder is not None else None,
             turn_ends_in_input_required=isinstance(self.executor, RuntimeExecutor),
             contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
+            permissions=self.permissions if isinstance(self.executor, RuntimeExecutor) else None,
         )
         self.dispatcher = JsonRpcDispatcher(
             self.request_handler, required_extensions=frozenset(self.config.required_extensions))
@@ -120,7 +123,13 @@ class Kernel:
             return executor, None
         assert spec.create_runtime is not None
         runtime = spec.create_runtime(self)
-        return RuntimeExecutor(runtime, self.contexts, self.artifacts), InputDecoder(self.plugins.part_decoders())
+        rules = self.config.permission_rules
+        executor = RuntimeExecutor(
+            runtime, self.contexts, self.artifacts,
+            policy=PermissionPolicy(rules.allow, rules.deny, self.config.auto_approve_permissions),
+            broker=self.permissions, audit=AuditLog(self.config.resolved_audit_log()),
+            exposure=self.config.thinking_types)
+        return executor, InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:
         """Start the transport and publish its interfaces on the card."""

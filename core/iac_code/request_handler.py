@@ -53,6 +53,7 @@ from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
 from iac_code.inputs import InputDecoder, TurnInput, iac_code_metadata, normalise_channel, normalise_language
+from iac_code.permissions import PermissionBroker, ack_message, permission_answer_part, validate_answer
 from iac_code.task_store import KernelTaskStore
 from iac_code.turns import TERMINAL_STATES, Subscription, Turn, TurnEngine
 from iac_code.workspace import WorkspaceError, resolve_workspace
@@ -125,10 +126,12 @@ class KernelRequestHandler(DefaultRequestHandler):
     """DefaultRequestHandler whose message, cancel and subscribe paths run on the turn engine."""
 
     def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
-                 contexts: ContextRegistry | None = None, **kwargs: Any) -> None:
+                 contexts: ContextRegistry | None = None, permissions: PermissionBroker | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn_ends_in_input_required = turn_ends_in_input_required
         self._contexts = contexts
+        self._permissions = permissions
         self.engine = TurnEngine(self.agent_executor, self.task_store, self._push_sender,
                                  turn_ends_in_input_required=turn_ends_in_input_required)
 
@@ -179,7 +182,25 @@ class KernelRequestHandler(DefaultRequestHandler):
                 self._contexts.release(reserved)
             raise
 
+    async def _permission_reply(self, params: SendMessageRequest, context: ServerCallContext) -> Message | None:
+        """Answer a pending permission (the message is the caller's decision), or ``None``."""
+        if self._permissions is None:
+            return None
+        raw = context.state.get(RAW_PARAMS_KEY)
+        raw_message = raw.get("message") if isinstance(raw, dict) else None
+        parts = permission_answer_part(params.message, raw_message)
+        if parts is None:
+            return None
+        answer = validate_answer(params.message, parts)
+        if await self.task_store.get(answer.task_id, context) is None:
+            raise InvalidParamsError(message="permission_resume_invalid: pending permission is not active.")
+        self._permissions.resolve(answer)
+        return ack_message(answer)
+
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        reply = await self._permission_reply(params, context)
+        if reply is not None:
+            return reply
         request, existing = await self._prepare(params, context)
         turn = await self._start(request, context, existing,
                                  return_immediately=params.configuration.return_immediately)
@@ -192,6 +213,10 @@ class KernelRequestHandler(DefaultRequestHandler):
                                      context: ServerCallContext) -> AsyncGenerator[Any, None]:
         if not self._agent_card.capabilities.streaming:
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
+        reply = await self._permission_reply(params, context)
+        if reply is not None:
+            yield reply
+            return
         request, existing = await self._prepare(params, context)
         subscription = Subscription()
         turn = await self._start(request, context, existing, subscription=subscription)

@@ -91,6 +91,25 @@ class Thinking:
     text: str
 
 
+@dataclass
+class PermissionRequest:
+    """A tool call that needs the caller's permission.
+
+    The runtime yields this event and, when the kernel asks for its next event,
+    reads ``allowed``: the kernel has decided by then (rules, auto-approval or
+    the caller's interactive answer). ``operation`` describes cloud calls
+    (``product``, ``action``, ``region``, ``stackName``, ``stackId``,
+    ``deploymentSummary``); ``is_read_only`` is ``None`` when unknown.
+    """
+
+    tool_use_id: str
+    tool_name: str
+    input: Mapping[str, Any]
+    is_read_only: bool | None = None
+    operation: Mapping[str, Any] = field(default_factory=dict)
+    allowed: bool | None = None
+
+
 @dataclass(frozen=True)
 class Usage:
     """Token usage for the turn so far."""
@@ -109,7 +128,7 @@ class TurnFailed:
 
 RuntimeEvent = (
     TextDelta | ToolStarted | ToolInputDelta | ToolInputComplete | ToolCompleted | ToolFailed
-    | Thinking | Usage | TurnFailed
+    | Thinking | Usage | TurnFailed | PermissionRequest
 )
 
 

@@ -12,7 +12,8 @@ import os
 import tempfile
 from typing import Any
 
-INVALID_WORKSPACE = "Invalid A2A workspace metadata."
+from iac_code.messages import INVALID_WORKSPACE  # noqa: E402  (the catalog id doubles as the English text)
+
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
 

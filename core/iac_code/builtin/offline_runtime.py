@@ -14,8 +14,10 @@ import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from iac_code import messages as m
 from iac_code.builtin import ros_templates
 from iac_code.hookspecs import hookimpl
+from iac_code.i18n import translator
 from iac_code.records import AgentRuntimeSpec
 from iac_code.runtime import (
     ArtifactPayload,
@@ -31,21 +33,14 @@ from iac_code.runtime import (
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
 
-HELP_TEXT = (
-    "I am iac-code's offline engine for Alibaba Cloud Infrastructure as Code. "
-    "I can generate ROS templates (for example: \"Create a VPC with two vSwitches in cn-hangzhou.\"), "
-    "review templates and convert Terraform to ROS. Tell me what you want to build."
-)
-
-
 def estimate_tokens(text: str) -> int:
     """Character-based token estimate: ceil(len / 4)."""
     return math.ceil(len(text) / 4) if text else 0
 
 
 def _chunks(text: str) -> list[str]:
-    """Split prose after sentence ends, so it streams naturally."""
-    return [p for p in re.split(r"(?<=[.!?] )", text) if p]
+    """Split prose after sentence ends (Latin or CJK), so it streams naturally."""
+    return [p for p in re.split(r"(?<=[.!?] )|(?<=[。！？])", text) if p]
 
 
 class OfflineRuntime:
@@ -72,12 +67,12 @@ class OfflineRuntime:
                 {"resourceCount": count + 1, "format": "ROS YAML"},
                 artifact=ArtifactPayload("vpc.ros.yaml", "text/yaml", template),
             )
-            plural = "es" if count != 1 else ""
-            intro = (f"Here is the ROS template for a VPC with {count} vSwitch{plural}"
-                     f"{' in ' + region if region else ''}.\n")
-            chunks = [intro, "```yaml\n" + template + "```\n"]
+            t = translator(turn.language)
+            intro = t(m.VPC_TEMPLATE_INTRO_REGION, count=count, region=region) if region else t(
+                m.VPC_TEMPLATE_INTRO, count=count)
+            chunks = [intro + "\n", "```yaml\n" + template + "```\n"]
         else:
-            chunks = _chunks(HELP_TEXT)
+            chunks = _chunks(translator(turn.language)(m.OFFLINE_HELP))
         for chunk in chunks:
             output.append(chunk)
             yield TextDelta(chunk)

@@ -36,7 +36,9 @@ async def test_agent_card_fields() -> None:
     assert caps["streaming"] is True
     assert caps.get("pushNotifications", False) is False
     assert caps["extendedAgentCard"] is True
-    assert [e["uri"] for e in caps["extensions"]] == ["urn:iac-code:a2a:artifact-metadata:v1"]
+    assert [e["uri"] for e in caps["extensions"]] == ["urn:iac-code:a2a:artifact-metadata:v1",
+                                                      "urn:iac-code:a2a:thinking-exposure:v1"]
+    assert caps["extensions"][1]["params"] == {"enabledTypes": ["tool_trace"]}
     for mode in ("text/plain", "application/json", "text/yaml", "image/png", "audio/mpeg",
                  "application/octet-stream"):
         assert mode in card["defaultInputModes"]

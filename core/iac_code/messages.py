@@ -1,0 +1,78 @@
+"""Every user-visible text the server produces, as message-catalog ids.
+
+Strings here are English source texts (gettext msgids) with ``{name}``
+placeholders; :func:`iac_code.i18n.translator` renders them in a turn's
+language. Protocol field names, enum values, ids and command shapes are never
+in here and never translated. Keep this module the single source of catalog
+entries: the catalog test checks every id against every language.
+"""
+
+from __future__ import annotations
+
+
+def N_(message: str) -> str:
+    """Mark a catalog id (gettext convention); returns it unchanged."""
+    return message
+
+
+# ---------------------------------------------------------------- turn outcomes
+EMPTY_INPUT = N_("A2A server currently accepts text input only.")
+INVALID_WORKSPACE = N_("Invalid A2A workspace metadata.")
+TASK_CANCELED = N_("Task canceled.")
+INTERNAL_FAILURE = N_("The agent runtime failed unexpectedly. The error was logged on the server.")
+TEMPORARY_FAILURE = N_("A temporary error occurred. Please retry.")
+
+# ---------------------------------------------------------------- permission prompt
+PERMISSION_PROMPT = N_("{title} Allow once?")
+OPTION_ALLOW_ONCE = N_("Allow once")
+OPTION_DENY = N_("Deny")
+PERMISSION_DENIED_TO_RUNTIME = N_("Permission for {tool} was denied.")
+
+TITLE_CREATE_STACK = N_("Create {product} stack")
+TITLE_CONTINUE_CREATE_STACK = N_("Continue creating {product} stack")
+TITLE_UPDATE_STACK = N_("Update {product} stack")
+TITLE_DELETE_STACK = N_("Delete {product} stack")
+TITLE_CLOUD_READ = N_("Read Alibaba Cloud data with {operation}")
+TITLE_CLOUD_RUN = N_("Run {operation}")
+TITLE_SHELL_READ = N_("Read local workspace data")
+TITLE_SHELL_RUN = N_("Run a local shell command")
+TITLE_FILE_CHANGE = N_("Change a workspace file")
+TITLE_READ_TOOL = N_("Read workspace data with {tool}")
+TITLE_RUN_TOOL = N_("Run {tool}")
+TITLE_FALLBACK = N_("Permission required")
+
+PURPOSE_CLOUD = N_("Call {operation} for the requested Alibaba Cloud infrastructure task.")
+PURPOSE_READ = N_("Read local data needed for the requested infrastructure task.")
+PURPOSE_SHELL = N_("Execute a local command needed for the requested infrastructure task.")
+PURPOSE_FILE = N_("Write a file needed for the requested infrastructure task.")
+PURPOSE_OTHER = N_("Run this operation for the requested infrastructure task.")
+PURPOSE_FALLBACK = N_("Complete the requested infrastructure task.")
+
+TARGET_WORKSPACE = N_("the current local workspace")
+TARGET_WORKSPACE_FILE = N_("a file in the current workspace")
+TARGET_WORKSPACE_OR_ACCOUNT = N_("the current task workspace or cloud account")
+TARGET_FALLBACK = N_("the current task scope")
+TARGET_IN_REGION = N_("{operation} in {region}")
+TARGET_STACK = N_("{target}; stack {stack}")
+TARGET_COMMAND = N_("{target}; command: {command}")
+
+DEPLOY_SUMMARY = N_("Deploy a ROS stack")
+DEPLOY_PLAN = N_("plan: {value}")
+DEPLOY_REGION = N_("region: {value}")
+DEPLOY_STACK = N_("stack: {value}")
+DEPLOY_TEMPLATE = N_("template: {value}")
+DEPLOY_COST = N_("estimated monthly cost: {value}")
+DEPLOY_RESOURCES = N_("resource costs: {value}")
+
+# ---------------------------------------------------------------- offline runtime
+OFFLINE_HELP = N_(
+    "I am iac-code's offline engine for Alibaba Cloud Infrastructure as Code. "
+    "I can generate ROS templates (for example: \"Create a VPC with two vSwitches in cn-hangzhou.\"), "
+    "review templates and convert Terraform to ROS. Tell me what you want to build."
+)
+VPC_TEMPLATE_INTRO = N_("Here is the ROS template for your VPC (vSwitches: {count}).")
+VPC_TEMPLATE_INTRO_REGION = N_("Here is the ROS template for your VPC in {region} (vSwitches: {count}).")
+
+ALL_MESSAGES: tuple[str, ...] = tuple(
+    value for name, value in sorted(globals().items()) if name.isupper() and isinstance(value, str)
+)

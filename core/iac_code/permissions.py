@@ -1,0 +1,327 @@
+"""Tool permissions: rules, auto-approval, the interactive envelope, answers, audit.
+
+A runtime asks with a :class:`~iac_code.runtime.PermissionRequest`. The
+:class:`PermissionPolicy` decides from configuration (deny rules first, then
+exact per-API allows, then blanket allows and auto-approval, which never release
+a protected Alibaba Cloud write API); otherwise the turn pauses in
+INPUT_REQUIRED with a permission envelope and the :class:`PermissionBroker`
+waits for the caller's answer. Every decision is appended to the audit log; an
+allow whose record cannot be written becomes a deny.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a.types.a2a_pb2 import Message, Part, Role
+from a2a.utils.errors import InvalidParamsError
+from google.protobuf.struct_pb2 import Struct, Value
+
+from iac_code import messages as m
+from iac_code.i18n import Translator, translator
+from iac_code.runtime import PermissionRequest
+from iac_code.storage import private_dir
+from iac_code.tool_metadata import input_shape, sanitise_text
+
+logger = logging.getLogger(__name__)
+
+ALLOW_ONCE = "allow_once"
+DENY = "deny"
+ANSWER_FIELDS = frozenset({"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"})
+ALIYUN_API = "aliyun_api"
+_EXACT_API_RULE = re.compile(r"aliyun_api\((?P<product>[A-Za-z0-9_-]+):(?P<action>[A-Za-z0-9_]+)\)")
+READ_TOOLS = frozenset({"read_file", "glob", "grep", "list_files"})
+FILE_TOOLS = frozenset({"write_file", "edit_file"})
+STACK_TITLES = {"CreateStack": m.TITLE_CREATE_STACK, "ContinueCreateStack": m.TITLE_CONTINUE_CREATE_STACK,
+                "UpdateStack": m.TITLE_UPDATE_STACK, "DeleteStack": m.TITLE_DELETE_STACK}
+TARGET_KEYS = ("file_path", "filePath", "path", "region_id", "regionId", "resource_id", "resourceId")
+
+
+@dataclass(frozen=True)
+class Decision:
+    allow: bool
+    source: str  # "rule", "auto-approve", "interactive"
+
+
+def is_protected(request: PermissionRequest) -> bool:
+    """A cloud API call not proven read-only: only an exact per-API rule may allow it."""
+    return request.tool_name == ALIYUN_API and request.is_read_only is not True
+
+
+def _api_of(request: PermissionRequest) -> tuple[str, str]:
+    operation = request.operation
+    return str(operation.get("product", "")).lower(), str(operation.get("action", ""))
+
+
+class PermissionPolicy:
+    """Decides without asking when configuration says how; ``None`` means ask."""
+
+    def __init__(self, allow: list[str], deny: list[str], auto_approve: bool) -> None:
+        self._allow = [r.strip() for r in allow if r.strip()]
+        self._deny = [r.strip() for r in deny if r.strip()]
+        self._auto_approve = auto_approve
+
+    def decide(self, request: PermissionRequest) -> Decision | None:
+        if any(self._matches(rule, request) for rule in self._deny):
+            return Decision(False, "rule")
+        exact = [r for r in self._allow if _EXACT_API_RULE.fullmatch(r)]
+        if any(self._matches(rule, request) for rule in exact):
+            return Decision(True, "rule")
+        if is_protected(request):
+            return None if not self._auto_approve else Decision(False, "auto-approve")
+        if any(self._matches(rule, request) for rule in self._allow if rule not in exact):
+            return Decision(True, "rule")
+        if self._auto_approve:
+            return Decision(True, "auto-approve")
+        return None
+
+    @staticmethod
+    def _matches(rule: str, request: PermissionRequest) -> bool:
+        api = _EXACT_API_RULE.fullmatch(rule)
+        if api is not None:
+            product, action = _api_of(request)
+            return request.tool_name == ALIYUN_API and api["product"].lower() == product and api["action"] == action
+        return fnmatch.fnmatchcase(request.tool_name, rule)
+
+
+class AuditLog:
+    """Append-only JSON-lines record of permission decisions (``0600``, fsynced)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def append(self, record: Mapping[str, Any]) -> bool:
+        """Write one record; ``False`` when it could not be made durable."""
+        line = (json.dumps(dict(record), separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+        def write() -> None:
+            private_dir(self.path.parent)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        try:
+            await asyncio.to_thread(write)
+            return True
+        except OSError as exc:
+            logger.error("Permission audit record could not be written: %s", exc.strerror or type(exc).__name__)
+            return False
+
+
+# --------------------------------------------------------------------------- interactive answers
+
+
+@dataclass
+class _Pending:
+    task_id: str
+    context_id: str
+    input_id: str
+    tool_use_id: str
+    future: asyncio.Future[str]
+
+
+@dataclass(frozen=True)
+class Answer:
+    task_id: str
+    context_id: str
+    input_id: str
+    tool_use_id: str
+    decision: str
+
+
+class PermissionBroker:
+    """Pending interactive permissions, keyed by task id and input id."""
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, str], _Pending] = {}
+
+    def register(self, task_id: str, context_id: str, tool_use_id: str) -> tuple[str, asyncio.Future[str]]:
+        input_id = f"permission-{uuid.uuid4().hex}"
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending[(task_id, input_id)] = _Pending(task_id, context_id, input_id, tool_use_id, future)
+        return input_id, future
+
+    def discard(self, task_id: str, input_id: str) -> None:
+        self._pending.pop((task_id, input_id), None)
+
+    def pending_for(self, task_id: str) -> bool:
+        return any(key[0] == task_id for key in self._pending)
+
+    def resolve(self, answer: Answer) -> None:
+        """Deliver a validated answer; errors leave the pending request untouched."""
+        pending = self._pending.get((answer.task_id, answer.input_id))
+        if pending is None:
+            if self.pending_for(answer.task_id):
+                raise InvalidParamsError(message="input_response_mismatch: permission correlation does not match.")
+            raise InvalidParamsError(message="permission_resume_invalid: pending permission is not active.")
+        if (pending.context_id, pending.tool_use_id) != (answer.context_id, answer.tool_use_id):
+            raise InvalidParamsError(message="input_response_mismatch: permission correlation does not match.")
+        if pending.future.done():
+            raise InvalidParamsError(message="permission_resume_invalid: permission wait point is unavailable.")
+        del self._pending[(answer.task_id, answer.input_id)]
+        pending.future.set_result(answer.decision)
+
+
+def permission_answer_part(message: Message, raw_message: Any) -> list[Any] | None:
+    """The message's parts as JSON if any is a permission answer, else ``None``."""
+    raw_parts = raw_message.get("parts") if isinstance(raw_message, dict) else None
+    if not isinstance(raw_parts, list):
+        return None
+    for part in raw_parts:
+        if (isinstance(part, dict) and part.get("mediaType") == "application/json"
+                and isinstance(part.get("data"), dict) and part["data"].get("kind") == "permission"):
+            return raw_parts
+    return None
+
+
+def validate_answer(message: Message, raw_parts: list[Any]) -> Answer:
+    """Check a permission answer's shape (all errors are -32602 with the documented texts)."""
+    if message.role != Role.ROLE_USER:
+        raise InvalidParamsError(message="Permission responses must use ROLE_USER.")
+    if len(raw_parts) != 1:
+        raise InvalidParamsError(message="Permission responses must contain exactly one application/json DataPart.")
+    data = raw_parts[0]["data"]
+    if set(data) != ANSWER_FIELDS:
+        raise InvalidParamsError(message="Permission response payload fields do not match schemaVersion 1.")
+    version = data["schemaVersion"]
+    if isinstance(version, bool) or not isinstance(version, int | float) or version != 1:
+        raise InvalidParamsError(message="Permission response schemaVersion must be 1.")
+    if data["decision"] not in (ALLOW_ONCE, DENY):
+        raise InvalidParamsError(message="Permission decision must be allow_once or deny.")
+    fields = (message.task_id, message.context_id, data["requestTaskId"], data["inputId"], data["toolUseId"])
+    if not all(isinstance(f, str) and f for f in fields):
+        raise InvalidParamsError(message="Permission response correlation fields are required.")
+    if message.task_id != data["requestTaskId"]:
+        raise InvalidParamsError(message="Permission response taskId does not match requestTaskId.")
+    return Answer(message.task_id, message.context_id, data["inputId"], data["toolUseId"], data["decision"])
+
+
+def ack_message(answer: Answer, effective: str | None = None) -> Message:
+    """The ``permission_ack`` DataPart returned for an accepted answer."""
+    data = Struct()
+    data.update({"schemaVersion": 1, "kind": "permission_ack", "inputId": answer.input_id,
+                 "toolUseId": answer.tool_use_id, "decision": effective or answer.decision, "accepted": True})
+    return Message(message_id=f"permission-ack-{uuid.uuid4().hex}", task_id=answer.task_id,
+                   context_id=answer.context_id, role=Role.ROLE_AGENT,
+                   parts=[Part(data=Value(struct_value=data), media_type="application/json")])
+
+
+# --------------------------------------------------------------------------- the envelope
+
+
+def _cut(text: str, limit: int = 500) -> str:
+    return sanitise_text(text)[:limit]
+
+
+def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
+    operation = request.operation
+    product, action = _api_of(request)
+    tool = request.tool_name
+    if product or action:
+        api = " ".join(p for p in (product, action) if p)
+        stack_title = STACK_TITLES.get(action) if product == "ros" else None
+        if stack_title is not None:
+            title = t(stack_title, product=product.upper())
+        elif request.is_read_only:
+            title = t(m.TITLE_CLOUD_READ, operation=api)
+        else:
+            title = t(m.TITLE_CLOUD_RUN, operation=api)
+        target = t(m.TARGET_IN_REGION, operation=api, region=operation["region"]) if operation.get("region") else api
+        stack = operation.get("stackName") or operation.get("stackId")
+        if stack:
+            target = t(m.TARGET_STACK, target=target, stack=stack)
+        effect = "read" if request.is_read_only else "cloud_change" if request.is_read_only is False else "unknown"
+        return {"title": title, "purpose": t(m.PURPOSE_CLOUD, operation=api), "target": target, "effect": effect}
+    explicit = next((str(request.input[k]) for k in TARGET_KEYS if isinstance(request.input.get(k), str)), None)
+    if tool == "bash":
+        command = str(request.input.get("command", ""))[:240]
+        target = t(m.TARGET_WORKSPACE)
+        if command:
+            target = t(m.TARGET_COMMAND, target=target, command=command)
+        if request.is_read_only:
+            return {"title": t(m.TITLE_SHELL_READ), "purpose": t(m.PURPOSE_READ), "target": target, "effect": "read"}
+        return {"title": t(m.TITLE_SHELL_RUN), "purpose": t(m.PURPOSE_SHELL), "target": target,
+                "effect": "local_execution" if request.is_read_only is False else "unknown"}
+    if tool in FILE_TOOLS:
+        return {"title": t(m.TITLE_FILE_CHANGE), "purpose": t(m.PURPOSE_FILE),
+                "target": explicit or t(m.TARGET_WORKSPACE_FILE), "effect": "file_change"}
+    if tool in READ_TOOLS or request.is_read_only:
+        return {"title": t(m.TITLE_READ_TOOL, tool=tool), "purpose": t(m.PURPOSE_READ),
+                "target": explicit or t(m.TARGET_WORKSPACE), "effect": "read"}
+    return {"title": t(m.TITLE_RUN_TOOL, tool=tool), "purpose": t(m.PURPOSE_OTHER),
+            "target": explicit or t(m.TARGET_WORKSPACE_OR_ACCOUNT),
+            "effect": "local_or_remote_change" if request.is_read_only is False else "unknown"}
+
+
+def _deployment(request: PermissionRequest, t: Translator, language: str) -> tuple[str | None, dict[str, Any] | None]:
+    summary = request.operation.get("deploymentSummary")
+    if not isinstance(summary, Mapping):
+        return None, None
+    clean: dict[str, Any] = {k: _cut(str(summary[k]), 300) for k in
+                             ("candidateName", "action", "region", "stackName", "template", "totalMonthlyCost")
+                             if isinstance(summary.get(k), str)}
+    resources = summary.get("resources")
+    if isinstance(resources, list):
+        clean["resources"] = [{k: _cut(str(r[k]), 200) for k in ("name", "spec", "monthlyCost") if k in r}
+                              for r in resources[:12] if isinstance(r, Mapping)]
+    pieces = [t(m.DEPLOY_SUMMARY)]
+    for key, message in (("candidateName", m.DEPLOY_PLAN), ("region", m.DEPLOY_REGION),
+                         ("stackName", m.DEPLOY_STACK), ("template", m.DEPLOY_TEMPLATE),
+                         ("totalMonthlyCost", m.DEPLOY_COST)):
+        if key in clean:
+            pieces.append(t(message, value=clean[key]))
+    if clean.get("resources"):
+        costs = "; ".join(" / ".join(str(v) for v in r.values()) for r in clean["resources"])
+        pieces.append(t(m.DEPLOY_RESOURCES, value=costs))
+    separator = "；" if language == "zh" else "; "
+    return separator.join(pieces)[:1200], clean
+
+
+def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input_id: str,
+             language: str) -> dict[str, Any]:
+    """The ``metadata.iac_code.input`` permission envelope (schemaVersion 1), localised."""
+    t = translator(language)
+    display = {k: (_cut(v, 80) if k == "effect" else _cut(v)) for k, v in _display(request, t).items()}
+    display["title"] = display["title"] or t(m.TITLE_FALLBACK)
+    deployment_text, deployment = _deployment(request, t, t.language)
+    if deployment_text is None:
+        safe_input = {k: (sanitise_text(str(v)) if k in ("command", "cmd", "path", "file_path") else input_shape(v))
+                      for k, v in request.input.items()}
+        safe_summary = f"{request.tool_name}: " + json.dumps(safe_input, separators=(",", ":"), ensure_ascii=False)
+    else:
+        safe_summary = deployment_text
+    result: dict[str, Any] = {
+        "schemaVersion": 1, "kind": "permission", "requestTaskId": task_id, "contextId": context_id,
+        "inputId": input_id, "toolUseId": request.tool_use_id, "toolName": request.tool_name,
+        **display, "isReadOnly": request.is_read_only is True,
+        "prompt": t(m.PERMISSION_PROMPT, title=display["title"]),
+        "safeSummary": safe_summary[:1200],
+        "options": [{"id": ALLOW_ONCE, "label": t(m.OPTION_ALLOW_ONCE)}, {"id": DENY, "label": t(m.OPTION_DENY)}],
+        "language": t.language, "required": True,
+    }
+    if deployment is not None:
+        result["deploymentSummary"] = deployment
+    return result
+
+
+def audit_record(request: PermissionRequest, *, task_id: str, context_id: str, owner: str, decision: Decision,
+                 input_id: str = "") -> dict[str, Any]:
+    product, action = _api_of(request)
+    return {"time": time.time(), "taskId": task_id, "contextId": context_id, "owner": owner,
+            "toolName": request.tool_name, "toolUseId": request.tool_use_id, "inputId": input_id,
+            "product": product, "action": action, "readOnly": request.is_read_only,
+            "decision": ALLOW_ONCE if decision.allow else DENY, "source": decision.source}
