@@ -281,3 +281,71 @@ async def test_envelope_is_localised_per_turn() -> None:
         for env in (zh, de):
             assert [o["id"] for o in env["options"]] == ["allow_once", "deny"]
             assert env["kind"] == "permission" and env["effect"] in ("cloud_change", "read")
+
+
+@pytest.mark.parametrize(("prompt", "state", "retryable"), [("fail", "TASK_STATE_FAILED", False),
+                                                            ("fail and retry", "TASK_STATE_INPUT_REQUIRED", True)])
+async def test_runtime_failure_events(prompt: str, state: str, retryable: bool) -> None:
+    async with tools_server() as (server, http, _):
+        task = (await rpc(http, server, send_message_body(prompt, message_id="m1")))["result"]["task"]
+    assert task["status"]["state"] == state
+    assert task["status"]["message"]["parts"][0]["text"] == "The quota for this operation is exhausted."
+    assert task["metadata"]["iac_code"]["error"] == {"retryable": retryable}
+
+
+async def test_answer_of_another_kind_is_refused_and_request_kept() -> None:
+    async with tools_server() as (server, http, plugin):
+        task, envelope = await pending_permission(server, http)
+        wrong = answer_body(envelope, message_id="wrong-kind", data={"kind": "approval"})
+        reply = await rpc(http, server, wrong)
+        assert reply["error"]["code"] == -32004 and reply["error"]["message"] == "Task is already working."
+        await rpc(http, server, answer_body(envelope))
+        await wait_for_final(http, server, task["id"])
+        assert plugin.runtime.decisions == [("aliyun_api", True)]
+
+
+async def test_user_facing_errors_are_localised() -> None:
+    async with tools_server() as (server, http, _):
+        body = send_message_body("x", message_id="m1")
+        body["params"]["message"]["metadata"] = {"iac_code": {"cwd": "relative", "preferredLanguage": "de"}}
+        task = (await rpc(http, server, body))["result"]["task"]
+    text = task["status"]["message"]["parts"][0]["text"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert text and text != "Invalid A2A workspace metadata."
+
+
+async def test_sdk_client_permission_round_trip() -> None:
+    import httpx
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.struct_pb2 import Struct, Value
+
+    async with tools_server() as (server, _, plugin), httpx.AsyncClient() as http:
+        client = await ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create_from_url(server.url)
+        request = SendMessageRequest(message=Message(message_id="sdk-1", role=Role.ROLE_USER,
+                                                     parts=[Part(text="deploy")]))
+        envelope = None
+        async for event in client.send_message(request):
+            if event.HasField("status_update") and \
+                    event.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+                envelope = MessageToDict(event.status_update.metadata)["iac_code"]["input"]
+                break
+        assert envelope is not None
+        data = Struct()
+        data.update({"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
+                     "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": "allow_once"})
+        answer = SendMessageRequest(message=Message(
+            message_id="sdk-2", role=Role.ROLE_USER, task_id=envelope["requestTaskId"],
+            context_id=envelope["contextId"],
+            parts=[Part(data=Value(struct_value=data), media_type="application/json")]))
+        acks = [e async for e in client.send_message(answer)]
+        assert MessageToDict(acks[0].message)["parts"][0]["data"]["kind"] == "permission_ack"
+        for _ in range(250):
+            task = await client.get_task(GetTaskRequest(id=envelope["requestTaskId"]))
+            if "assistantFinal" in MessageToDict(task.metadata).get("iac_code", {}):
+                break
+            await asyncio.sleep(0.02)
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert plugin.runtime.decisions == [("aliyun_api", True)]
+        await client.close()

@@ -18,6 +18,7 @@ from iac_code.runtime import (
     ToolInputComplete,
     ToolInputDelta,
     ToolStarted,
+    TurnFailed,
     TurnRequest,
 )
 
@@ -34,6 +35,10 @@ class ToolRuntime:
         self.decisions: list[tuple[str, bool | None]] = []
 
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        if "fail" in turn.prompt:
+            yield TextDelta("trying")
+            yield TurnFailed("The quota for this operation is exhausted.", retryable="retry" in turn.prompt)
+            return
         if "think" in turn.prompt:
             yield Thinking("step one: consider the VPC")
             yield TextDelta("thought about it")

@@ -110,16 +110,15 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         raw_message = raw_params.get("message") if isinstance(raw_params, dict) else None
         raw_message = raw_message if isinstance(raw_message, dict) else None
         metadata = iac_code_metadata(message, raw_message)
+        language = normalise_language(metadata.get("preferredLanguage", metadata.get("preferred_language")))
+        channel = normalise_channel(metadata.get("channel"))
         try:
             cwd = resolve_workspace(metadata.get("cwd"))
         except WorkspaceError as exc:
-            return TurnInput(metadata=metadata, error=str(exc))
+            return TurnInput(metadata=metadata, language=language, channel=channel, error=str(exc))
         raw_parts = raw_message.get("parts") if raw_message is not None else None
         decoded = self._decoder.decode(message, cwd, raw_parts if isinstance(raw_parts, list) else None)
-        return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata,
-                         language=normalise_language(metadata.get("preferredLanguage",
-                                                                  metadata.get("preferred_language"))),
-                         channel=normalise_channel(metadata.get("channel")))
+        return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel)
 
 
 class KernelRequestHandler(DefaultRequestHandler):
