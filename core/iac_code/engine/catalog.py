@@ -1,0 +1,30 @@
+"""The Alibaba Cloud resource types the engine generates, converts and validates.
+
+One table shared by generation, conversion and the ROS schema check, so the
+three always agree on what is supported.
+"""
+
+from __future__ import annotations
+
+# building block -> (ROS type, Terraform alicloud resource type)
+RESOURCE_TYPES: dict[str, tuple[str, str]] = {
+    "vpc": ("ALIYUN::ECS::VPC", "alicloud_vpc"),
+    "vswitch": ("ALIYUN::ECS::VSwitch", "alicloud_vswitch"),
+    "security_group": ("ALIYUN::ECS::SecurityGroup", "alicloud_security_group"),
+    "security_group_ingress": ("ALIYUN::ECS::SecurityGroupIngress", "alicloud_security_group_rule"),
+    "ecs_instance": ("ALIYUN::ECS::Instance", "alicloud_instance"),
+    "slb": ("ALIYUN::SLB::LoadBalancer", "alicloud_slb_load_balancer"),
+    "alb": ("ALIYUN::ALB::LoadBalancer", "alicloud_alb_load_balancer"),
+    "nat_gateway": ("ALIYUN::VPC::NatGateway", "alicloud_nat_gateway"),
+    "eip": ("ALIYUN::VPC::EIP", "alicloud_eip_address"),
+    "eip_association": ("ALIYUN::VPC::EIPAssociation", "alicloud_eip_association"),
+    "snat_entry": ("ALIYUN::VPC::SnatEntry", "alicloud_snat_entry"),
+    "rds": ("ALIYUN::RDS::DBInstance", "alicloud_db_instance"),
+    "redis": ("ALIYUN::REDIS::Instance", "alicloud_kvstore_instance"),
+    "oss_bucket": ("ALIYUN::OSS::Bucket", "alicloud_oss_bucket"),
+}
+
+ROS_TYPES = frozenset(ros for ros, _ in RESOURCE_TYPES.values())
+TERRAFORM_TO_ROS = {tf: ros for ros, tf in RESOURCE_TYPES.values()}
+ROS_TEMPLATE_VERSION = "2015-09-01"
+TERRAFORM_PROVIDER_VERSION = "1.230.0"  # pinned alicloud provider version for generated Terraform
