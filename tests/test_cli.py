@@ -169,7 +169,7 @@ async def test_server_serves_card_and_seed_message(site: Path) -> None:
         order["params"]["message"]["parts"] = [{"data": {"vswitches": 3}, "mediaType": "application/x-vpc-order"}]
         async with http.post(url, json=order, headers=A2A_HEADERS) as r:
             history = (await r.json())["result"]["task"]["history"]
-        assert "(vSwitches: 3)" in history[-1]["parts"][0]["text"]
+        assert " ".join(m["parts"][0].get("text", "") for m in history).count("Type: ALIYUN::ECS::VSwitch") == 3
 
 
 async def test_cli_flags_override_config_file(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlparse
 
 import aiohttp
 import pytest
+import yaml
 
 from iac_code.auth import ANONYMOUS_PRINCIPAL
 from iac_code.dispatcher import CallInfo
@@ -88,7 +89,8 @@ async def test_offline_runtime_follow_up_edits_the_template(server: RunningServe
     first = (await caller(message("Create a VPC with two vSwitches", "m1")))["result"]["task"]
     follow = (await caller(message("add another vSwitch", "m2", contextId=first["contextId"])))["result"]["task"]
     text = [m for m in follow["history"] if m["role"] == "ROLE_AGENT"][-1]["parts"][0]["text"]
-    assert "(vSwitches: 3)" in text
+    template = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert [r["Type"] for r in template["Resources"].values()].count("ALIYUN::ECS::VSwitch") == 3
     fresh = (await caller(message("add another vSwitch", "m3")))["result"]["task"]
     assert "ALIYUN::ECS::VSwitch" not in json.dumps(fresh)
 
@@ -310,7 +312,7 @@ async def test_template_artifact_is_a_file_url(server: RunningServer, http: aioh
     tools = [e["result"]["statusUpdate"]["metadata"]["iac_code"]["tool"] for e in events
              if "statusUpdate" in e["result"] and "tool" in e["result"]["statusUpdate"].get("metadata", {}).get(
                  "iac_code", {})]
-    completed = [t for t in tools if t["status"] == "completed"][0]
+    completed = [t for t in tools if t["status"] == "completed" and t["name"] == "write_file"][0]
     assert "ALIYUN::ECS::VSwitch" not in json.dumps(completed)
     assert completed["artifact"]["sha256"] == hashlib.sha256(content).hexdigest()
     task_id = updates[0]["taskId"]

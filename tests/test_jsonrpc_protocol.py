@@ -71,10 +71,12 @@ async def test_seed_send_message_returns_ros_template(server: RunningServer, htt
     types = [r["Type"] for r in template["Resources"].values()]
     assert types.count("ALIYUN::ECS::VPC") == 1
     assert types.count("ALIYUN::ECS::VSwitch") == 2
+    vpc_id = next(name for name, r in template["Resources"].items() if r["Type"] == "ALIYUN::ECS::VPC")
     for resource in template["Resources"].values():
         if resource["Type"] == "ALIYUN::ECS::VSwitch":
-            assert resource["Properties"]["VpcId"] == {"Ref": "Vpc"}
-            assert resource["Properties"]["ZoneId"]["Ref"] in template["Parameters"]
+            assert resource["Properties"]["VpcId"] == {"Ref": vpc_id}
+    saved = tmp_path / "template.ros.yaml"
+    assert yaml.safe_load(saved.read_text()) == template  # written into the workspace (permission rule)
 
 
 @pytest.mark.parametrize(("prompt", "count"), [("Create a VPC with 3 vSwitches in cn-shanghai", 3),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
@@ -26,8 +28,9 @@ def _request(text: str, **fields: str) -> SendMessageRequest:
                                               parts=[Part(text=text)], **fields))
 
 
-async def test_sdk_client_streaming_and_unary() -> None:
-    async with start_server() as server, httpx.AsyncClient() as http:
+async def test_sdk_client_streaming_and_unary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with start_server({"permission-rules": {"allow": ["write_file"]}}) as server, httpx.AsyncClient() as http:
         factory = ClientFactory(ClientConfig(streaming=True, httpx_client=http))
         client = await factory.create_from_url(server.url)
         events = [e async for e in client.send_message(_request("Create a VPC with two vSwitches."))]

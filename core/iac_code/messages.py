@@ -73,6 +73,18 @@ OFFLINE_HELP = N_(
 VPC_TEMPLATE_INTRO = N_("Here is the ROS template for your VPC (vSwitches: {count}).")
 VPC_TEMPLATE_INTRO_REGION = N_("Here is the ROS template for your VPC in {region} (vSwitches: {count}).")
 
+TEMPLATE_READY = N_("Here is the template ({file}).")
+TEMPLATE_SAVED = N_("Saved {file} in the workspace.")
+TEMPLATE_NOT_SAVED = N_("{file} was not written to the workspace.")
+NOT_MAPPED = N_("Not included, because I cannot map it yet: {items}.")
+REVIEW_NOTHING = N_("There is no template to review: paste one, attach it, or name a file in the workspace.")
+CONVERT_NOTHING = N_("There is no Terraform to convert: paste it, attach it, or name a .tf file in the workspace.")
+CONVERTED = N_("Converted Terraform resources to ROS: {count}.")
+NOT_CONVERTED = N_("Not converted: {items}.")
+ROS_NO_TEMPLATE = N_("Generate or convert a template first, then ask me to validate, preview or deploy it.")
+ROS_CALL_DONE = N_("ROS {action} succeeded.")
+ROS_CALL_FAILED = N_("ROS {action} failed: {error}")
+
 ALL_MESSAGES: tuple[str, ...] = tuple(
     value for name, value in sorted(globals().items()) if name.isupper() and isinstance(value, str)
 )

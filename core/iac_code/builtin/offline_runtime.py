@@ -1,9 +1,18 @@
-"""The built-in offline agent runtime (first form).
+"""The built-in offline agent runtime: the embedded, deterministic IaC engine.
 
-Works with no network and no credentials: every prompt gets streamed
-assistant text; a prompt asking for a VPC gets a valid ROS template produced
-through a ``ros_template`` tool call. Usage is an honest character-based
-estimate (about four characters per token), not a tokenizer count.
+Works with no network and no credentials. It picks one of the four advertised
+skills from the prompt (an explicit ``metadata.iac_code.skill`` wins) and
+works through tools, so progress streams as tool events and assistant text:
+
+* ``iac_generation``: generate or edit a ROS/Terraform template, write it into
+  the workspace (permission-gated) as a task artifact;
+* ``iac_review``: review inline, attached, workspace or last-generated templates;
+* ``terraform_ros_conversion``: convert alicloud Terraform to ROS;
+* ``aliyun_ros_operations``: ROS stack operations through ``aliyun_api``.
+
+The conversation state (last template, generation spec) lives in the context
+session, so follow-ups edit instead of starting over. Usage is an honest
+character-based estimate (about four characters per token), not a tokenizer.
 """
 
 from __future__ import annotations
@@ -11,27 +20,29 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from iac_code import messages as m
-from iac_code.builtin import ros_templates
 from iac_code.hookspecs import hookimpl
-from iac_code.i18n import translator
+from iac_code.i18n import Translator, translator
 from iac_code.records import AgentRuntimeSpec
-from iac_code.runtime import (
-    ArtifactPayload,
-    RuntimeEvent,
-    TextDelta,
-    ToolCompleted,
-    ToolInputComplete,
-    ToolStarted,
-    TurnRequest,
-    Usage,
-)
+from iac_code.runtime import RuntimeEvent, TextDelta, TurnRequest, Usage
+from iac_code.tools import Tool, ToolCall, ToolContext, run_tool
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
+
+SKILLS = ("iac_generation", "iac_review", "terraform_ros_conversion", "aliyun_ros_operations")
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
+_FILE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.(?:ya?ml|json|tf))\b")
+_REVIEW = re.compile(r"\b(review|audit|check|lint|inspect)\b|审查|检查|评审", re.I)
+_CONVERT = re.compile(r"\bconvert\b|\btranslate\b.*\bros\b|转换|转成|转为", re.I)
+_OPS = re.compile(r"\bstacks?\b|资源栈|\b(validate|deploy|preview)\b.*\btemplate\b|部署|\bvalidatetemplate\b", re.I)
+_STACK_NAME = re.compile(r"(?:named|called|name|名为|名称为?)\s*[:=]?\s*[\"']?([A-Za-z][A-Za-z0-9_-]{0,254})", re.I)
+_STACK_ID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b", re.I)
+_REGION = re.compile(r"\b((?:cn|ap|us|eu|me|sa|na)-[a-z]+(?:-[a-z0-9]+)?)\b")
+
 
 def estimate_tokens(text: str) -> int:
     """Character-based token estimate: ceil(len / 4)."""
@@ -43,65 +54,243 @@ def _chunks(text: str) -> list[str]:
     return [p for p in re.split(r"(?<=[.!?] )|(?<=[。！？])", text) if p]
 
 
-class OfflineRuntime:
-    """Deterministic offline runtime.
+def choose_skill(turn: TurnRequest) -> str | None:
+    """The skill for this turn: the metadata hint, else the prompt's intent; ``None`` for help."""
+    hint = turn.metadata.get("skill")
+    if isinstance(hint, str) and hint in SKILLS:
+        return hint
+    prompt = turn.prompt
+    if _REVIEW.search(prompt):
+        return "iac_review"
+    if _CONVERT.search(prompt) and ("alicloud_" in prompt or "terraform" in prompt.lower() or ".tf" in prompt):
+        return "terraform_ros_conversion"
+    if _OPS.search(prompt):
+        return "aliyun_ros_operations"
+    from iac_code.engine.generation import wants_generation
 
-    The VPC it last generated is kept in the context's session, so a follow-up
-    such as "add another vSwitch" or "make it 4 vSwitches" edits that template.
-    """
+    if wants_generation(prompt, turn.session.get("generation")):
+        return "iac_generation"
+    return None
+
+
+def extract_template(prompt: str) -> str | None:
+    """Template text given inline: a fenced block, or the prompt from where a template starts."""
+    fenced = _FENCE.search(prompt)
+    if fenced:
+        return fenced.group(1)
+    lines = prompt.splitlines()
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith(("ROSTemplateFormatVersion", '{"ROSTemplateFormatVersion"', "terraform {",
+                                "resource \"", "provider \"", "variable \"")) or (
+                stripped == "{" and "ROSTemplateFormatVersion" in prompt):
+            return "\n".join(lines[index:])
+    return None
+
+
+class OfflineRuntime:
+    """Deterministic runtime over the engine's tools."""
 
     name = "offline"
 
+    def __init__(self, tools: Mapping[str, Tool]) -> None:
+        self._tools = tools
+
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         output: list[str] = []
-        request = _vpc_request(turn)
-        if request is not None:
-            count, region = request
-            turn.session["vpc"] = {"vswitches": count, "region": region}
-            tool_id = f"{turn.task_id}-ros-template-{len(turn.history) // 2 + 1}"
-            yield ToolStarted(tool_id, "ros_template")
-            yield ToolInputComplete(tool_id, "ros_template", {"kind": "vpc", "vswitches": count, "region": region})
-            template = ros_templates.to_yaml(ros_templates.vpc_template(count, region))
-            yield ToolCompleted(
-                tool_id, "ros_template",
-                {"resourceCount": count + 1, "format": "ROS YAML"},
-                artifact=ArtifactPayload("vpc.ros.yaml", "text/yaml", template),
-            )
-            t = translator(turn.language)
-            intro = t(m.VPC_TEMPLATE_INTRO_REGION, count=count, region=region) if region else t(
-                m.VPC_TEMPLATE_INTRO, count=count)
-            chunks = [intro + "\n", "```yaml\n" + template + "```\n"]
-        else:
-            chunks = _chunks(translator(turn.language)(m.OFFLINE_HELP))
-        for chunk in chunks:
-            output.append(chunk)
-            yield TextDelta(chunk)
-            await asyncio.sleep(0)  # a cancellation point between chunks
+        session = Session(turn, self._tools)
+        handlers = {"iac_generation": session.generate, "iac_review": session.review,
+                    "terraform_ros_conversion": session.convert, "aliyun_ros_operations": session.operate}
+        skill = choose_skill(turn)
+        events = handlers[skill]() if skill is not None else session.help()
+        async for event in events:
+            if isinstance(event, TextDelta):
+                output.append(event.text)
+            yield event
+            await asyncio.sleep(0)  # a cancellation point between events
         yield Usage(estimate_tokens(turn.prompt), estimate_tokens("".join(output)))
 
 
-def _vpc_request(turn: TurnRequest) -> tuple[int, str | None] | None:
-    """(vSwitch count, region) asked for by this turn, using the session for follow-ups."""
-    prompt = turn.prompt
-    if ros_templates.wants_vpc(prompt):
-        return ros_templates.vswitch_count(prompt), ros_templates.region_of(prompt)
-    previous = turn.session.get("vpc")
-    if not isinstance(previous, dict) or not ros_templates.mentions_vswitch(prompt):
-        return None
-    count = int(previous.get("vswitches", 1))
-    region = ros_templates.region_of(prompt) or previous.get("region")
-    change = ros_templates.vswitch_change(prompt)
-    if change is not None:
-        count = max(1, min(count + change, ros_templates.MAX_VSWITCHES))
-    else:
-        count = ros_templates.vswitch_count(prompt)
-    return count, region
+class Session:
+    """One turn's work: the tools, the context session and the turn's language."""
+
+    def __init__(self, turn: TurnRequest, tools: Mapping[str, Tool]) -> None:
+        self.turn = turn
+        self.tools = tools
+        self.t: Translator = translator(turn.language)
+        self.context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
+        self._calls = 0
+
+    def _call(self, name: str, tool_input: dict[str, Any]) -> ToolCall:
+        self._calls += 1
+        return ToolCall(f"{self.turn.task_id}-{name}-{len(self.turn.history) // 2 + 1}-{self._calls}", name,
+                        tool_input)
+
+    async def _run(self, call: ToolCall) -> AsyncIterator[RuntimeEvent]:
+        async for event in run_tool(self.tools[call.name], call, self.context):
+            yield event
+
+    def _say(self, text: str) -> TextDelta:
+        return TextDelta(text + "\n")
+
+    # ------------------------------------------------------------------ skills
+
+    async def help(self) -> AsyncIterator[RuntimeEvent]:
+        for chunk in _chunks(self.t(m.OFFLINE_HELP)):
+            yield TextDelta(chunk)
+
+    async def generate(self) -> AsyncIterator[RuntimeEvent]:
+        call = self._call("generate_template", {"request": self.turn.prompt,
+                                                "previous": self.turn.session.get("generation")})
+        async for event in self._run(call):
+            yield event
+        result = call.outcome.private if call.outcome is not None else None
+        if result is None:
+            yield self._say(self.t(m.INTERNAL_FAILURE))
+            return
+        self.turn.session["generation"] = result.spec
+        self._remember(result.text, result.file_name, result.format)
+        yield self._say(self.t(m.TEMPLATE_READY, file=result.file_name))
+        language = "hcl" if result.format == "terraform" else "json" if result.format == "ros-json" else "yaml"
+        yield TextDelta(f"```{language}\n{result.text.rstrip()}\n```\n")
+        if result.unmapped:
+            yield self._say(self.t(m.NOT_MAPPED, items=", ".join(result.unmapped)))
+        async for event in self._save(result.file_name, result.text):
+            yield event
+
+    async def review(self) -> AsyncIterator[RuntimeEvent]:
+        async for event in self._load_source(".tf", ".yaml", ".yml", ".json"):
+            yield event
+        text, name = self.source
+        if text is None:
+            yield self._say(self.t(m.REVIEW_NOTHING))
+            return
+        call = self._call("review_template", {"text": text, "fileName": name})
+        async for event in self._run(call):
+            yield event
+        report = call.outcome.private if call.outcome is not None else None
+        if report is not None:
+            for chunk in report.to_text().splitlines(keepends=True):
+                yield TextDelta(chunk)
+
+    async def convert(self) -> AsyncIterator[RuntimeEvent]:
+        async for event in self._load_source(".tf"):
+            yield event
+        text, _ = self.source
+        if text is None:
+            yield self._say(self.t(m.CONVERT_NOTHING))
+            return
+        call = self._call("convert_terraform", {"text": text})
+        async for event in self._run(call):
+            yield event
+        result = call.outcome.private if call.outcome is not None else None
+        if result is None:
+            yield self._say(self.t(m.INTERNAL_FAILURE))
+            return
+        yield self._say(self.t(m.CONVERTED, count=len(result.converted)))
+        yield TextDelta(f"```yaml\n{result.text.rstrip()}\n```\n")
+        if result.unconverted:
+            yield self._say(self.t(m.NOT_CONVERTED, items="; ".join(result.unconverted)))
+        if result.converted:
+            self._remember(result.text, "converted.ros.yaml", "ros-yaml")
+            async for event in self._save("converted.ros.yaml", result.text):
+                yield event
+
+    async def operate(self) -> AsyncIterator[RuntimeEvent]:
+        action, params = self._ros_request()
+        if action is None:
+            yield self._say(self.t(m.ROS_NO_TEMPLATE))
+            return
+        call = self._call("aliyun_api", {"action": action, "params": params})
+        async for event in self._run(call):
+            yield event
+        outcome = call.outcome
+        if outcome is None or outcome.error is not None:
+            error = outcome.error if outcome is not None else "unknown error"
+            yield self._say(self.t(m.ROS_CALL_FAILED, action=action, error=error))
+            return
+        yield self._say(self.t(m.ROS_CALL_DONE, action=action))
+        result = outcome.result.get("result")
+        if isinstance(result, Mapping):
+            for key in ("StackId", "Status", "StatusReason", "TotalCount"):
+                if key in result:
+                    yield TextDelta(f"- {key}: {result[key]}\n")
+            if isinstance(result.get("StackId"), str):
+                self.turn.session["stack_id"] = result["StackId"]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _remember(self, text: str, file_name: str, fmt: str) -> None:
+        self.turn.session["last_template"] = {"text": text, "fileName": file_name, "format": fmt}
+
+    async def _save(self, file_name: str, text: str) -> AsyncIterator[RuntimeEvent]:
+        call = self._call("write_file", {"path": file_name, "content": text})
+        async for event in self._run(call):
+            yield event
+        saved = call.outcome is not None and call.outcome.error is None
+        yield self._say(self.t(m.TEMPLATE_SAVED if saved else m.TEMPLATE_NOT_SAVED, file=file_name))
+
+    async def _load_source(self, *suffixes: str) -> AsyncIterator[RuntimeEvent]:
+        """Find the template to work on; sets ``self.source`` to ``(text, file name)``.
+
+        Inline text (a fenced block, an attached part) first, then a workspace
+        file named in the prompt (read with ``read_file``), then the last
+        template of this conversation.
+        """
+        self.source: tuple[str | None, str | None] = (None, None)
+        inline = extract_template(self.turn.prompt)
+        if inline is not None:
+            self.source = (inline, None)
+            return
+        for match in _FILE.finditer(self.turn.prompt):
+            name = match.group(1)
+            if name.endswith(suffixes):
+                call = self._call("read_file", {"path": name})
+                async for event in self._run(call):
+                    yield event
+                if call.outcome is not None and call.outcome.error is None:
+                    self.source = (call.outcome.private, name)
+                return
+        last = self.turn.session.get("last_template")
+        if isinstance(last, dict) and isinstance(last.get("text"), str):
+            self.source = (last["text"], last.get("fileName"))
+
+    def _ros_request(self) -> tuple[str | None, dict[str, Any]]:
+        prompt = self.turn.prompt
+        lower = prompt.lower()
+        last = self.turn.session.get("last_template")
+        body = last.get("text") if isinstance(last, dict) else None
+        region = (self.turn.metadata.get("alibaba_cloud_region_id") or
+                  (_REGION.search(lower).group(1) if _REGION.search(lower) else "cn-hangzhou"))
+        stack_id = _STACK_ID.search(prompt)
+        known_id = stack_id.group(1) if stack_id else self.turn.session.get("stack_id")
+        name_match = _STACK_NAME.search(prompt)
+        name = name_match.group(1) if name_match else "iac-code-stack"
+        if re.search(r"\blist\b|列出|列表", lower):
+            return "ListStacks", {"RegionId": region}
+        if re.search(r"\bdelete\b|删除", lower):
+            return ("DeleteStack", {"RegionId": region, "StackId": known_id}) if known_id else (None, {})
+        if re.search(r"\b(status|get|why|describe)\b|状态|失败", lower) and known_id:
+            return "GetStack", {"RegionId": region, "StackId": known_id}
+        if body is None:
+            return None, {}
+        if re.search(r"\bvalidate\b|校验|验证", lower):
+            return "ValidateTemplate", {"RegionId": region, "TemplateBody": body}
+        if re.search(r"\bpreview\b|预览", lower):
+            return "PreviewStack", {"RegionId": region, "StackName": name, "TemplateBody": body}
+        if re.search(r"\bupdate\b|更新", lower) and known_id:
+            return "UpdateStack", {"RegionId": region, "StackId": known_id, "TemplateBody": body}
+        if re.search(r"\b(create|deploy)\b|创建|部署", lower):
+            return "CreateStack", {"RegionId": region, "StackName": name, "TemplateBody": body}
+        return None, {}
 
 
 @hookimpl
 def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
     def create(kernel: Kernel) -> OfflineRuntime:
-        return OfflineRuntime()
+        from iac_code.builtin.iac_tools import tool_table
+
+        return OfflineRuntime(tool_table(kernel))
 
     return [AgentRuntimeSpec(name="offline", create_runtime=create,
                              description="Deterministic offline IaC engine (no credentials needed).")]

@@ -1,0 +1,963 @@
+"""Deterministic (no LLM, no network) generation of ROS / Terraform templates from requests.
+
+A request in English or Chinese is parsed with keyword/regex rules into a *delta*, which is applied to
+the previous *spec* (a JSON-serialisable dict the caller keeps in the session). The spec is then
+rendered as a ROS template (YAML or JSON) or as Terraform HCL. Follow-ups therefore edit the state
+instead of starting over, and anything we cannot map is reported in ``unmapped``, never dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from iac_code.engine.catalog import RESOURCE_TYPES, ROS_TEMPLATE_VERSION
+from iac_code.engine.terraform_render import render_terraform
+
+NUMBER_WORDS = {
+    "a": 1, "an": 1, "another": 1, "one": 1, "single": 1, "two": 2, "both": 2, "three": 3, "four": 4, "five": 5,
+    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+    "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10,
+}
+_NUM = r"(\d+|an?|another|one|single|two|both|three|four|five|six|seven|eight|nine|ten|[一两二三四五六七八九十])"
+MAX_VSWITCHES = 16
+MAX_INSTANCES = 20
+DEFAULT_VPC_CIDR = "192.168.0.0/16"
+ANYWHERE = "0.0.0.0/0"
+FORMATS = {"ros-yaml": "template.ros.yaml", "ros-json": "template.ros.json", "terraform": "main.tf"}
+
+_CIDR = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}/\d{1,2})(?![\d.])")
+_REGION_PREFIXES = "cn|ap|us|eu|me|sa|na"
+_ZONE = re.compile(rf"\b((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+)?-[a-z])\b", re.IGNORECASE)
+_REGION = re.compile(rf"\b((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+)?)\b(?!-[a-z]\b)", re.IGNORECASE)
+REGION_NAMES = {
+    "杭州": "cn-hangzhou", "上海": "cn-shanghai", "北京": "cn-beijing", "深圳": "cn-shenzhen", "张家口": "cn-zhangjiakou",
+    "青岛": "cn-qingdao", "成都": "cn-chengdu", "香港": "cn-hongkong", "新加坡": "ap-southeast-1", "hangzhou": "cn-hangzhou",
+    "shanghai": "cn-shanghai", "beijing": "cn-beijing", "shenzhen": "cn-shenzhen", "hong kong": "cn-hongkong",
+    "singapore": "ap-southeast-1", "frankfurt": "eu-central-1", "silicon valley": "us-west-1", "tokyo": "ap-northeast-1",
+}
+
+# Things people ask for that the engine cannot generate: (pattern, name reported in ``unmapped``).
+UNMAPPED_PATTERNS: list[tuple[str, str]] = [
+    (r"\b(?:kubernetes|k8s|ack)\b(?:\s+(?:cluster|集群))?|容器服务|k8s集群", "Kubernetes cluster"),
+    (r"\bcdn\b|内容分发", "CDN"),
+    (r"function compute|\bfc\b|函数计算|serverless function", "Function Compute"),
+    (r"mongo(?:db)?(?:\s*(?:database|instance|cluster|数据库|实例))?", "MongoDB"),
+    (r"elastic ?search(?:\s+cluster)?", "Elasticsearch"),
+    (r"\bkafka\b(?:\s+cluster)?", "Kafka"),
+    (r"rocket ?mq|rabbit ?mq|message queue|消息队列", "Message queue"),
+    (r"\bnas\b(?:\s+file system)?|文件存储", "NAS file system"),
+    (r"\bwaf\b|web application firewall", "WAF"),
+    (r"cloud firewall|云防火墙", "Cloud Firewall"),
+    (r"\bdns\b(?:\s+records?)?|云解析|domain name", "DNS"),
+    (r"log service|\bsls\b|日志服务", "Log Service"),
+    (r"polar ?db(?:\s+cluster)?", "PolarDB"),
+    (r"vpn(?:\s+gateway)?", "VPN gateway"),
+    (r"\bcen\b|cloud enterprise network", "CEN"),
+    (r"auto ?scaling(?:\s+group)?|弹性伸缩", "Auto Scaling"),
+    (r"api gateway|api网关", "API Gateway"),
+    (r"\bram (?:role|user|policy)\b", "RAM role/user"),
+    (r"\bssl certificate|证书", "SSL certificate"),
+    (r"\b(?:listener|监听)s?\b|监听", "Load balancer listener"),
+]
+
+_BLOCK_PATTERNS: dict[str, str] = {
+    "vpc": r"\bvpcs?\b|专有网络|virtual private cloud",
+    "vswitch": r"v-?switch(?:es)?|交换机|subnets?|子网",
+    "security_group": r"security group|安全组|firewall rules?|防火墙",
+    "ecs": r"\becs\b|ecs\.[a-z0-9]+\.|\bservers?\b|\bvms?\b|virtual machines?|\binstances?\b|云服务器|服务器|虚拟机|主机|实例",
+    "alb": r"\balb\b|application load balancer|应用型负载均衡",
+    "slb": r"\bslb\b|\bclb\b|load balancer|负载均衡",
+    "nat": r"\bnat\b|nat ?网关",
+    "eip": r"\beips?\b|elastic ip|弹性公网|弹性ip",
+    "rds": r"\brds\b|mysql|postgres(?:ql)?|\bpg\b|sql ?server|mssql|mariadb|\bdatabase\b|\bdb\b|数据库",
+    "redis": r"redis|kvstore|\btair\b|缓存",
+    "oss": r"\boss\b|buckets?|object storage|对象存储|存储桶",
+}
+_DB_INSTANCE_PHRASE = re.compile(
+    r"(?:rds|redis|kvstore|mysql|postgres(?:ql)?|pg|sql ?server|database|db|cache|数据库|缓存)"
+    r"\s*(?:[\w.]+\s+)?(?:instances?|实例)",
+    re.IGNORECASE)
+_REMOVE = r"(?:\b(?:remove|delete|drop|without|get rid of|no(?:\s+more|\s+longer\s+(?:need|want))?|(?:don't|do not) need)\b|删除|去掉|移除|不要|不需要)\s*(?:the\s+|a\s+|an\s+|all\s+)?"
+_ADD_WORDS = re.compile(r"\b(?:add|another|more|extra|additional)\b|增加|再加|添加|新增|再", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What ``generate`` built: the state to keep (``spec``) and the rendered template."""
+
+    spec: dict[str, Any]
+    format: str
+    text: str
+    file_name: str
+    template: dict[str, Any] | None
+    resources: list[str]
+    unmapped: list[str] = field(default_factory=list)
+    summary: str = ""
+
+
+# ---------------------------------------------------------------- small parsing helpers
+
+
+def _number(word: str) -> int:
+    """An integer from digits or an English/Chinese number word (unknown words count as 1)."""
+    word = word.lower()
+    return int(word) if word.isdigit() else NUMBER_WORDS.get(word, 1)
+
+
+def _has(text: str, pattern: str) -> bool:
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
+def _mentions(block: str, text: str) -> bool:
+    """Whether the text mentions a building block (database/cache "instances" are not ECS instances)."""
+    if block == "ecs":
+        text = _DB_INSTANCE_PHRASE.sub(" ", text)
+    if block == "slb" and _has(text, _BLOCK_PATTERNS["alb"]):
+        text = re.sub(r"application load balancer|应用型负载均衡", " ", text, flags=re.IGNORECASE)
+    return _has(text, _BLOCK_PATTERNS[block])
+
+
+def _removes(block: str, text: str) -> bool:
+    """Whether the text asks to remove a block ("remove the NAT gateway", "不要Redis")."""
+    pattern = _BLOCK_PATTERNS[block]
+    return _has(text, rf"{_REMOVE}(?:{pattern})") and not _has(text, rf"\badd\b[^.]*(?:{pattern})")
+
+
+def _count_before(text: str, nouns: str) -> int | None:
+    """The count written just before ``nouns`` ("two vSwitches", "3台服务器", "2 more ECS"), if any."""
+    pattern = rf"(?<![A-Za-z0-9.]){_NUM}\s*(?:个|台|x\s*)?\s*(?:(?:more|extra|additional|new)\s+)?(?:{nouns})"
+    match = re.search(pattern, text, re.IGNORECASE)
+    return _number(match.group(1)) if match else None
+
+
+def region_of(text: str) -> str | None:
+    """An Alibaba Cloud region id (or a well-known city name) mentioned in the text."""
+    match = _REGION.search(text)
+    if match:
+        return match.group(1).lower()
+    zone = _ZONE.search(text)
+    if zone:
+        return zone.group(1).lower().rsplit("-", 1)[0]
+    lowered = text.lower()
+    for name, region in REGION_NAMES.items():
+        if name in lowered:
+            return region
+    return None
+
+
+def normalize(prompt: str) -> str:
+    """Space out CJK/ASCII boundaries ("两台ECS服务器" -> "两台 ECS 服务器") so ``\\b`` works in every pattern."""
+    return re.sub(r"(?<=[\u4e00-\u9fff])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[\u4e00-\u9fff])", " ", prompt)
+
+
+def _unmapped(text: str) -> tuple[list[str], str]:
+    """Names of unsupported things asked for, and the text with them blanked out (so they map to nothing else)."""
+    found: list[str] = []
+    for pattern, name in UNMAPPED_PATTERNS:
+        if _has(text, pattern):
+            if name not in found:
+                found.append(name)
+            text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
+    return found, text
+
+
+def _clauses(text: str) -> list[str]:
+    """Split a request into clauses, keeping "80, 443" lists together."""
+    splitter = (r"[;；。\n]|[,，](?!\s*\d)|\bwhile\b|\bbut\b|\bplus\b"
+                r"|\band\b(?=\s+(?:ssh|rdp|https?|icmp|ping|open|allow|ports?)\b)")
+    return [part for part in re.split(splitter, text, flags=re.IGNORECASE) if part and part.strip()]
+
+
+# ---------------------------------------------------------------- network
+
+
+def _cidrs(text: str) -> tuple[str | None, list[str], list[str]]:
+    """(VPC CIDR, vSwitch CIDRs, source CIDRs) written in the text."""
+    vpc: str | None = None
+    vswitches: list[str] = []
+    sources: list[str] = []
+    last: list[str] | None = None
+    last_end = 0
+    for match in _CIDR.finditer(text):
+        cidr = match.group(1)
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            continue
+        before = text[max(0, match.start() - 40):match.start()].lower()
+        if last is not None and re.search(r"^\s*(?:,|，|、|and|or|和|及|与)\s*$", text[last_end:match.start()]):
+            target = last  # a list continues: "vSwitches 10.1.1.0/24 and 10.1.2.0/24", "from 10.0.0.0/8, 172.16.0.0/12"
+        elif re.search(r"(?:from|source|only|允许|来自|来源|仅)\s*(?:ip\s*|cidr\s*|the\s+)?(?:range\s*)?$", before):
+            target = sources
+        elif re.search(r"(?:v-?switch(?:es)?|交换机|subnets?|子网)[^/]*$", before):
+            target = vswitches
+        elif vpc is None:
+            vpc = cidr
+            last, last_end = None, match.end()
+            continue
+        else:
+            target = vswitches
+        target.append(cidr)
+        last, last_end = target, match.end()
+    return vpc, vswitches, sources
+
+
+def _parse_network(text: str, delta: dict[str, Any]) -> None:
+    """VPC CIDR, vSwitch count/CIDRs/zones and region into ``delta``."""
+    vpc_cidr, vsw_cidrs, _ = _cidrs(text)
+    if vpc_cidr:
+        delta["vpc_cidr"] = vpc_cidr
+    if vsw_cidrs:
+        delta["vswitch_cidrs"] = vsw_cidrs
+    zones = [zone.lower() for zone in _ZONE.findall(text)]
+    if zones:
+        delta["zones"] = list(dict.fromkeys(zones))
+    region = region_of(text)
+    if region:
+        delta["region"] = region
+    count = _count_before(text, r"v-?switch(?:es)?|交换机|subnets?|子网")
+    multi_zone = (r"(?:two|2|multiple|多个|两个|双)\s*(?:availability\s+)?(?:zones|可用区)|multi-?(?:zone|az)"
+                  r"|high availability|highly available|高可用")
+    if count is None and _has(text, multi_zone):
+        count = 2
+    if count is not None:
+        relative = bool(_ADD_WORDS.search(text)) and _mentions("vswitch", text)
+        removing = _has(text, rf"{_REMOVE}(?:\w+\s+)?(?:v-?switch|交换机|subnet)")
+        delta["vswitch_count"] = (-count if removing else count, relative or removing)
+
+
+# ---------------------------------------------------------------- security group rules
+
+_NAMED_PORTS = [(r"\bssh\b", "22/22"), (r"\brdp\b|remote desktop|远程桌面", "3389/3389"), (r"\bhttps\b", "443/443"),
+                (r"\bhttp\b(?!s)", "80/80"), (r"\bping\b|\bicmp\b", "-1/-1")]
+_PORT_ITEM = (r"\d{1,5}(?:\s*(?:-|~|to)\s*\d{1,5})?"
+              r"(?!\d|\.\d|\s*(?:gb|g\b|个|台|x\b|vcpu|core|ecs|instances?|servers?|v-?switch|交换机))")
+_PORT_LIST = rf"({_PORT_ITEM}(?:\s*(?:,|，|、|/|and|&|和|及|与|or)\s*(?:ports?\s*)?{_PORT_ITEM})*)"
+_PORT_CONTEXTS = [
+    re.compile(rf"(?:open|allow|expose|开放|放行|放通|允许|打开)\s*(?:the\s+)?(?:inbound\s+)?(?:tcp\s+|udp\s+)?(?:ports?\s*|端口\s*)?{_PORT_LIST}",
+               re.IGNORECASE),
+    re.compile(rf"(?:ports?|端口)\s*:?\s*{_PORT_LIST}", re.IGNORECASE),
+    re.compile(rf"{_PORT_LIST}\s*(?:端口|ports?\b)", re.IGNORECASE),
+]
+
+
+def _ports(clause: str) -> list[str]:
+    """Port ranges ("22/22", "8000/8080") mentioned in one clause."""
+    ranges: list[str] = []
+    for pattern, port_range in _NAMED_PORTS:
+        if _has(clause, pattern):
+            ranges.append(port_range)
+    for context in _PORT_CONTEXTS:
+        for match in context.finditer(clause):
+            for item in re.findall(r"(\d{1,5})(?:\s*(?:-|~|to)\s*(\d{1,5}))?", match.group(1)):
+                low, high = int(item[0]), int(item[1] or item[0])
+                if 0 < low <= high <= 65535:
+                    ranges.append(f"{low}/{high}")
+    return list(dict.fromkeys(ranges))
+
+
+def _explicit_source(clause: str) -> str | None:
+    """The source CIDR a clause opens ports to, if it says so."""
+    _, _, sources = _cidrs(clause)
+    if sources:
+        return sources[0]
+    if _has(clause, r"anywhere|any ip|the internet|the world|everyone|public(?:ly)?|0\.0\.0\.0/0|任意|任何|所有ip|公网|互联网"):
+        return ANYWHERE
+    return None
+
+
+def _parse_rules(text: str) -> list[dict[str, str]]:
+    """Ingress rules: ports per clause with their source (secure default: admin ports only from the VPC)."""
+    clauses = _clauses(text)
+    # A source said in a clause of its own ("..., only from 10.0.0.0/8") applies to the ports of the other clauses.
+    loose = {source for clause in clauses if not _ports(clause) for source in [_explicit_source(clause)] if source}
+    fallback = loose.pop() if len(loose) == 1 else None
+    rules: list[dict[str, str]] = []
+    for clause in clauses:
+        source = _explicit_source(clause) or fallback
+        protocol = "udp" if _has(clause, r"\budp\b") else "tcp"
+        for port_range in _ports(clause):
+            rule_protocol = "icmp" if port_range == "-1/-1" else protocol
+            rule = {"protocol": rule_protocol, "port_range": port_range, "source": source or ""}
+            if rule not in rules:
+                rules.append(rule)
+    return rules
+
+
+# ---------------------------------------------------------------- compute and data services
+
+_IMAGES = [
+    (r"ubuntu", "ubuntu_22_04_x64_20G_alibase_20240807.vhd"),
+    (r"centos", "centos_7_9_x64_20G_alibase_20240628.vhd"),
+    (r"debian", "debian_12_6_x64_20G_alibase_20240823.vhd"),
+    (r"windows", "win2022_21H2_x64_dtc_en-us_40G_alibase_20240816.vhd"),
+    (r"alibaba cloud linux|aliyun linux|alinux", "aliyun_3_x64_20G_alibase_20240819.vhd"),
+]
+DEFAULT_IMAGE = "aliyun_3_x64_20G_alibase_20240819.vhd"
+_ECS_NOUNS = (r"(?:(?:web|app|application|backend|linux|ubuntu|centos|windows)\s+)?(?:ecs\s+)?"
+              r"(?:instances?|servers?|vms?|virtual machines?|ecs|云服务器|服务器|ecs实例|实例|主机|虚拟机)")
+
+
+def _size(text: str, nouns: str) -> int | None:
+    """A size in GB written next to ``nouns`` ("40 GB system disk", "system disk of 40GB", "系统盘40G")."""
+    for pattern in (rf"(\d+)\s*(?:gb|gib|g)\b\s*(?:of\s+)?(?:{nouns})",
+                    rf"(?:{nouns})\s*(?:size\s*)?(?:of|:|=|为)?\s*(\d+)\s*(?:gb|gib|g)?",
+                    rf"(\d+)\s*(?:gb|gib|g)(?:的)?(?:{nouns})"):
+        match = re.search(pattern, text, re.IGNORECASE)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _parse_ecs(text: str, previous: dict[str, Any] | None) -> dict[str, Any]:
+    """ECS instance settings written in the text (only what is mentioned)."""
+    ecs: dict[str, Any] = {}
+    stripped = _DB_INSTANCE_PHRASE.sub(" ", text)
+    count = _count_before(stripped, _ECS_NOUNS)
+    if count is not None:
+        relative = previous is not None and bool(_ADD_WORDS.search(stripped))
+        ecs["count"] = (count, relative)
+    instance_type = re.search(r"\b(ecs\.[a-z0-9-]+\.[a-z0-9]+)\b", text, re.IGNORECASE)
+    if instance_type:
+        ecs["instance_type"] = instance_type.group(1).lower()
+    image = re.search(r"\b(m-[a-z0-9]{8,})\b|\b([\w.-]+\.vhd)\b", text, re.IGNORECASE)
+    if image:
+        ecs["image"] = image.group(1) or image.group(2)
+    else:
+        for pattern, image_id in _IMAGES:
+            if _has(text, pattern):
+                ecs["image"] = image_id
+                break
+    system_disk = _size(text, r"system disks?|系统盘")
+    if system_disk:
+        ecs["system_disk"] = system_disk
+    data_disk = _size(text, r"data disks?|数据盘")
+    if data_disk:
+        ecs["data_disk"] = data_disk
+    return ecs
+
+
+_RDS_DEFAULTS = {
+    "MySQL": ("8.0", "mysql.n2.medium.1"),
+    "PostgreSQL": ("14.0", "pg.n2.medium.1"),
+    "SQLServer": ("2019_std_ha", "mssql.x4.medium.s2"),
+    "MariaDB": ("10.3", "mariadb.n2.medium.2c"),
+}
+
+
+def _parse_rds(text: str) -> dict[str, Any]:
+    """RDS engine, version, class and storage written in the text."""
+    rds: dict[str, Any] = {}
+    if _has(text, r"sql ?server|mssql"):
+        rds["engine"] = "SQLServer"
+        version = re.search(r"sql ?server\s*(20\d\d)", text, re.IGNORECASE)
+        if version:
+            rds["version"] = f"{version.group(1)}_std_ha"
+    elif _has(text, r"postgres|\bpg\b|pgsql"):
+        rds["engine"] = "PostgreSQL"
+        version = re.search(r"(?:postgres(?:ql)?|pg)\s*v?(\d{2})(?:\.\d)?", text, re.IGNORECASE)
+        if version:
+            rds["version"] = f"{version.group(1)}.0"
+    elif _has(text, r"mariadb"):
+        rds["engine"] = "MariaDB"
+    elif _has(text, r"mysql"):
+        rds["engine"] = "MySQL"
+        version = re.search(r"mysql\s*v?(\d\.\d)", text, re.IGNORECASE)
+        if version:
+            rds["version"] = version.group(1)
+    db_class = re.search(r"\b((?:mysql|pg|mssql|rds|mariadb)\.[a-z0-9]+(?:\.[a-z0-9]+)+)\b", text, re.IGNORECASE)
+    if db_class:
+        rds["class"] = db_class.group(1).lower()
+    storage = _size(text, r"(?:of\s+)?(?:database\s+|db\s+)?storage|存储空间|存储")
+    if storage:
+        rds["storage"] = storage
+    return rds
+
+
+def _parse_redis(text: str) -> dict[str, Any]:
+    redis: dict[str, Any] = {}
+    version = re.search(r"redis\s*v?(\d\.\d)", text, re.IGNORECASE)
+    if version:
+        redis["version"] = version.group(1)
+    redis_class = re.search(r"\b(redis\.[a-z0-9]+(?:\.[a-z0-9]+)+)\b", text, re.IGNORECASE)
+    if redis_class:
+        redis["class"] = redis_class.group(1).lower()
+    return redis
+
+
+def _parse_oss(text: str) -> dict[str, Any]:
+    oss: dict[str, Any] = {}
+    name = re.search(r"(?:bucket|存储桶)\s*(?:named|called|name|名为|名称为|叫)?\s*"
+                     r"[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)", text, re.IGNORECASE)
+    if name and name.group(1).lower() not in {"with", "and", "for", "that", "to", "in", "named", "called"}:
+        oss["name"] = name.group(1).lower()
+    if _has(text, r"\bkms\b"):
+        oss["encryption"] = "KMS"
+    if _has(text, r"public[- ]read|公共读"):
+        oss["acl"] = "public-read"
+    return oss
+
+
+def _parse_tags(text: str) -> dict[str, str]:
+    """Tags asked for: "tags environment=prod, owner=alice" or "add tags for environment and owner"."""
+    match = re.search(r"(?:tags?|标签)\s*(.*)$", text, re.IGNORECASE | re.DOTALL)
+    if not match:
+        return {}
+    clause = re.split(r"[.;。；\n]", match.group(1))[0]
+    pairs = dict(re.findall(r"([A-Za-z][\w-]*)\s*[=:：]\s*([\w.@-]+)", clause))
+    if pairs:
+        return pairs
+    stop = {"for", "with", "of", "and", "the", "a", "an", "to", "all", "every", "each", "resources", "resource", "on", "keys",
+            "key", "values", "value", "tag", "tags", "add", "include", "set", "it", "them"}
+    keys = [word for word in re.findall(r"[A-Za-z][\w-]*", clause) if word.lower() not in stop]
+    chinese = {"环境": "environment", "负责人": "owner", "所有者": "owner", "项目": "project"}
+    keys += [key for word, key in chinese.items() if word in clause]
+    environment = "prod" if _has(text, r"\bprod") else "dev"
+    defaults = {"environment": environment, "env": environment, "owner": "iac-code", "project": "iac-code"}
+    return {key: defaults.get(key.lower(), "iac-code") for key in dict.fromkeys(keys)}
+
+
+def _format_of(text: str) -> str | None:
+    if _has(text, r"terraform|\bhcl\b|\btf\b"):
+        return "terraform"
+    if _has(text, r"\bjson\b"):
+        return "ros-json"
+    if _has(text, r"\byaml\b|\bros\b|资源编排"):
+        return "ros-yaml"
+    return None
+
+
+# ---------------------------------------------------------------- the delta and its application
+
+
+def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything a request says, as a delta: only mentioned things are present."""
+    unmapped, text = _unmapped(normalize(prompt))
+    delta: dict[str, Any] = {"unmapped": unmapped, "add": [], "remove": []}
+    fmt = _format_of(text)
+    if fmt:
+        delta["format"] = fmt
+    _parse_network(text, delta)
+    rules = _parse_rules(text)
+    if rules:
+        delta["rules"] = rules
+    for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "slb", "nat", "eip", "rds", "redis", "oss"):
+        if not _mentions(block, text):
+            continue
+        if previous is not None and _removes(block, text):
+            delta["remove"].append(block)
+        elif block != "slb" or not _mentions("alb", text) or _has(text, r"\bslb\b|\bclb\b"):
+            delta["add"].append(block)
+    delta["ecs"] = _parse_ecs(text, previous)
+    delta["rds"] = _parse_rds(text)
+    delta["redis"] = _parse_redis(text)
+    delta["oss"] = _parse_oss(text) if "oss" in delta["add"] else {}
+    if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
+        delta["public"] = True
+    if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
+        delta["public"] = False
+    tags = _parse_tags(text)
+    if tags:
+        delta["tags"] = tags
+    return delta
+
+
+def empty_spec() -> dict[str, Any]:
+    """The state before anything is built."""
+    return {
+        "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
+        "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
+        "tags": {}, "unmapped": [],
+    }
+
+
+_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis")
+
+
+def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
+    """Resize/annotate the vSwitch list; networked resources need at least one (ALB two, in two zones)."""
+    vswitches: list[dict[str, Any]] = spec["vswitches"]
+    target = len(vswitches)
+    if "vswitch_count" in delta:
+        count, relative = delta["vswitch_count"]
+        target = target + count if relative else count
+    explicit = delta.get("vswitch_cidrs", [])
+    zones = delta.get("zones", [])
+    target = max(target, len(explicit), len(zones))
+    needs_network = spec["vpc"] is not None or any(spec[key] for key in _NETWORKED)
+    lb = spec["load_balancer"]
+    minimum = 2 if lb and lb["kind"] == "alb" else (1 if needs_network else 0)
+    limit = min(MAX_VSWITCHES, _subnet_capacity(spec["vpc"]["cidr"])) if spec["vpc"] else MAX_VSWITCHES
+    if target > limit:
+        delta["unmapped"].append(f"vSwitches beyond {limit} (at most {limit} fit)")
+    target = max(minimum, min(target, limit))
+    del vswitches[target:]
+    while len(vswitches) < target:
+        vswitches.append({"cidr": None, "zone": None})
+    for index, cidr in enumerate(explicit[:target]):
+        vswitches[index]["cidr"] = cidr
+    for index, zone in enumerate(zones[:target]):
+        vswitches[index]["zone"] = zone
+
+
+def _merge(current: dict[str, Any] | None, settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(defaults) if current is None else dict(current)
+    merged.update({key: value for key, value in settings.items() if key != "count"})
+    return merged
+
+
+def _apply_ecs(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> None:
+    settings = delta["ecs"]
+    if not wanted and not (spec["ecs"] and settings):
+        return
+    defaults = {"count": 1, "instance_type": "ecs.g7.large", "image": DEFAULT_IMAGE, "system_disk": 40, "data_disk": None}
+    ecs = _merge(spec["ecs"], settings, defaults)
+    if "count" in settings:
+        count, relative = settings["count"]
+        ecs["count"] = ecs["count"] + count if relative and spec["ecs"] else count
+    if ecs["count"] > MAX_INSTANCES:
+        delta["unmapped"].append(f"ECS instances beyond {MAX_INSTANCES} (at most {MAX_INSTANCES} per template)")
+    ecs["count"] = max(1, min(ecs["count"], MAX_INSTANCES))
+    spec["ecs"] = ecs
+
+
+def _apply_rds(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> None:
+    settings = delta["rds"]
+    if not wanted and not (spec["rds"] and settings):
+        return
+    current = spec["rds"]
+    engine = settings.get("engine") or (current or {}).get("engine") or "MySQL"
+    version, db_class = _RDS_DEFAULTS[engine]
+    if current and current["engine"] != engine:
+        current = None  # a new engine invalidates the old version and class
+    rds = _merge(current, settings, {"engine": engine, "version": version, "class": db_class, "storage": 50})
+    spec["rds"] = rds
+
+
+def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
+    """Add, update and remove building blocks."""
+    add, remove = set(delta["add"]), set(delta["remove"])
+    keys = {"slb": "load_balancer", "alb": "load_balancer", "security_group": "security_group", "nat": "nat", "eip": "eip",
+            "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc"}
+    for block in remove:
+        if block in keys:
+            spec[keys[block]] = None
+        if block == "vswitch" and "vswitch_count" not in delta:
+            spec["vswitches"] = spec["vswitches"][:-1]
+    _apply_ecs(spec, delta, "ecs" in add)
+    _apply_rds(spec, delta, "rds" in add)
+    if "redis" in add or (spec["redis"] and delta["redis"]):
+        spec["redis"] = _merge(spec["redis"], delta["redis"], {"version": "5.0", "class": "redis.master.small.default"})
+    if "oss" in add:
+        spec["oss"] = _merge(spec["oss"], delta["oss"], {"name": None, "encryption": "AES256", "acl": "private"})
+    if "nat" in add:
+        spec["nat"] = spec["nat"] or {"bandwidth": 5}
+    elif "eip" in add and not spec["nat"]:
+        spec["eip"] = spec["eip"] or {"bandwidth": 5}
+    for kind in ("alb", "slb"):
+        if kind in add:
+            current = spec["load_balancer"] or {}
+            public = delta.get("public", current.get("public", kind == "alb" or bool(spec["ecs"])))
+            spec["load_balancer"] = {"kind": kind, "public": public}
+            break
+    if "security_group" in add or delta.get("rules") or (spec["ecs"] and spec["security_group"] is None):
+        spec["security_group"] = spec["security_group"] or {"rules": []}
+    if "vpc" in add or "vswitch" in add or "vswitch_count" in delta or "vpc_cidr" in delta:
+        spec["vpc"] = spec["vpc"] or {"cidr": DEFAULT_VPC_CIDR}
+    if any(spec[key] for key in _NETWORKED) or spec["security_group"]:
+        spec["vpc"] = spec["vpc"] or {"cidr": DEFAULT_VPC_CIDR}
+
+
+def _apply_rules(spec: dict[str, Any], delta: dict[str, Any]) -> None:
+    """Append new ingress rules, filling in a secure default source where none was given."""
+    if not spec["security_group"]:
+        return
+    vpc_cidr = spec["vpc"]["cidr"] if spec["vpc"] else DEFAULT_VPC_CIDR
+    rules: list[dict[str, str]] = spec["security_group"]["rules"]
+    for rule in delta.get("rules", []):
+        rule = dict(rule)
+        if not rule["source"]:
+            web = rule["port_range"] in ("80/80", "443/443")
+            rule["source"] = ANYWHERE if web else vpc_cidr
+        if rule not in rules:
+            rules.append(rule)
+
+
+def _covering_cidr(current: str, inner: list[str]) -> str:
+    """``current`` if it holds every ``inner`` CIDR, else the smallest /16-or-larger network that does."""
+    networks = [ipaddress.ip_network(cidr, strict=False) for cidr in inner]
+    if all(network.subnet_of(ipaddress.ip_network(current, strict=False)) for network in networks):
+        return current
+    for prefix in range(min(16, networks[0].prefixlen), 7, -1):
+        candidate = networks[0].supernet(new_prefix=prefix)
+        if all(network.subnet_of(candidate) for network in networks):
+            return str(candidate)
+    return current
+
+
+def apply_delta(previous: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str, Any]:
+    """The new spec: ``previous`` (or an empty spec) edited by ``delta``."""
+    spec = copy.deepcopy(previous) if previous else empty_spec()
+    for key in ("format", "region"):
+        if key in delta:
+            spec[key] = delta[key]
+    _apply_blocks(spec, delta)
+    if spec["vpc"] and "vpc_cidr" in delta:
+        spec["vpc"]["cidr"] = delta["vpc_cidr"]
+    elif spec["vpc"] and delta.get("vswitch_cidrs"):
+        spec["vpc"]["cidr"] = _covering_cidr(spec["vpc"]["cidr"], delta["vswitch_cidrs"])
+    _apply_vswitches(spec, delta)
+    _apply_rules(spec, delta)
+    if "tags" in delta:
+        spec["tags"] = {**spec["tags"], **delta["tags"]}
+    spec["unmapped"] = list(dict.fromkeys(spec["unmapped"] + delta["unmapped"]))
+    return spec
+
+
+# ---------------------------------------------------------------- resolution (derived values)
+
+
+def _subnet_prefix(vpc_cidr: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int]:
+    """The VPC network and the prefix of the vSwitch CIDRs carved out of it (/24, or 4 bits more for small VPCs)."""
+    network = ipaddress.ip_network(vpc_cidr, strict=False)
+    return network, 24 if network.prefixlen <= 20 else min(network.prefixlen + 4, 29)
+
+
+def _subnet_capacity(vpc_cidr: str) -> int:
+    """How many derived vSwitch CIDRs fit into the VPC CIDR."""
+    network, new_prefix = _subnet_prefix(vpc_cidr)
+    return 2 ** max(0, new_prefix - network.prefixlen)
+
+
+def _derive_cidrs(vpc_cidr: str, vswitches: list[dict[str, Any]]) -> list[str]:
+    """vSwitch CIDRs: explicit ones kept, the rest carved out of the VPC CIDR without overlap (x.x.1.0 first)."""
+    network, new_prefix = _subnet_prefix(vpc_cidr)
+    size = 2 ** (network.max_prefixlen - new_prefix)
+    capacity = _subnet_capacity(vpc_cidr)
+    candidates = iter([*range(1, capacity), 0])
+    taken = [ipaddress.ip_network(v["cidr"], strict=False) for v in vswitches if v["cidr"]]
+    result: list[str] = []
+    for vswitch in vswitches:
+        if vswitch["cidr"]:
+            result.append(vswitch["cidr"])
+            continue
+        subnet = network  # fallback when the VPC is full of explicit CIDRs: validation by the cloud will say so
+        for candidate in candidates:
+            option = ipaddress.ip_network(f"{network.network_address + candidate * size}/{new_prefix}")
+            if not any(option.overlaps(other) for other in taken):
+                subnet = option
+                break
+        taken.append(subnet)
+        result.append(str(subnet))
+    return result
+
+
+def resolve(spec: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``spec`` with every derived value (vSwitch CIDRs, bucket name) filled in, ready to render."""
+    resolved = copy.deepcopy(spec)
+    if resolved["vpc"]:
+        cidrs = _derive_cidrs(resolved["vpc"]["cidr"], resolved["vswitches"])
+        for vswitch, cidr in zip(resolved["vswitches"], cidrs, strict=True):
+            vswitch["cidr"] = cidr
+    if resolved["oss"] and not resolved["oss"]["name"]:
+        resolved["oss"]["name"] = "iac-code-bucket"
+    return resolved
+
+
+def building_blocks(spec: dict[str, Any]) -> list[str]:
+    """The catalog building blocks a spec renders to, in template order."""
+    blocks: list[str] = []
+    if spec["vpc"]:
+        blocks.append("vpc")
+    if spec["vswitches"]:
+        blocks.append("vswitch")
+    if spec["security_group"]:
+        blocks.append("security_group")
+    if spec["ecs"]:
+        blocks.append("ecs_instance")
+    if spec["load_balancer"]:
+        blocks.append(spec["load_balancer"]["kind"])
+    if spec["nat"]:
+        blocks += ["nat_gateway", "eip", "eip_association", "snat_entry"]
+    elif spec["eip"]:
+        blocks += ["eip", "eip_association"] if spec["ecs"] else ["eip"]
+    blocks += [name for name, key in (("rds", "rds"), ("redis", "redis"), ("oss_bucket", "oss")) if spec[key]]
+    assert all(block in RESOURCE_TYPES for block in blocks)
+    return blocks
+
+
+# ---------------------------------------------------------------- ROS rendering
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"Ref": name}
+
+
+def _att(resource: str, attribute: str) -> dict[str, list[str]]:
+    return {"Fn::GetAtt": [resource, attribute]}
+
+
+def _ros_tags(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": key, "Value": value} for key, value in tags.items()]
+
+
+class _Ros:
+    """Accumulates a ROS template's Parameters, Resources and Outputs."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.parameters: dict[str, Any] = {}
+        self.resources: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+
+    def add(self, name: str, block: str, properties: dict[str, Any], taggable: str | None = "list", **extra: Any) -> None:
+        """Add a resource of catalog ``block``; tags go on taggable ones (list, or map for OSS/RDS)."""
+        tags = self.spec["tags"]
+        if tags and taggable == "list":
+            properties["Tags"] = _ros_tags(tags)
+        elif tags and taggable == "map":
+            properties["Tags"] = dict(tags)
+        self.resources[name] = {"Type": RESOURCE_TYPES[block][0], "Properties": properties, **extra}
+
+    def output(self, name: str, description: str, value: Any) -> None:
+        self.outputs[name] = {"Description": description, "Value": value}
+
+    def password(self, name: str, description: str) -> dict[str, str]:
+        """A NoEcho password parameter without a default (never bake secrets into templates)."""
+        self.parameters[name] = {
+            "Type": "String", "NoEcho": True, "Description": description, "MinLength": 8, "MaxLength": 30,
+            "AllowedPattern": "[0-9A-Za-z\\_\\-\\&:;'<>,=%`~!@#\\(\\)\\$\\^\\*\\+\\|\\{\\}\\[\\]\\.\\?\\/]+$",
+        }
+        return _ref(name)
+
+    def zone(self, index: int, vswitch: dict[str, Any]) -> dict[str, str]:
+        name = f"ZoneId{index}"
+        parameter: dict[str, Any] = {"Type": "String", "AssociationProperty": "ALIYUN::ECS::Instance::ZoneId",
+                                     "Description": f"Zone of vSwitch {index}."}
+        if vswitch["zone"]:
+            parameter["Default"] = vswitch["zone"]
+        self.parameters[name] = parameter
+        return _ref(name)
+
+
+def _ros_network(ros: _Ros) -> None:
+    spec = ros.spec
+    if spec["vpc"]:
+        ros.add("Vpc", "vpc", {"CidrBlock": spec["vpc"]["cidr"], "VpcName": "iac-code-vpc"})
+        ros.output("VpcId", "ID of the VPC.", _att("Vpc", "VpcId"))
+    for index, vswitch in enumerate(spec["vswitches"], start=1):
+        ros.add(f"VSwitch{index}", "vswitch", {"VpcId": _ref("Vpc"), "ZoneId": ros.zone(index, vswitch),
+                                               "CidrBlock": vswitch["cidr"], "VSwitchName": f"iac-code-vsw-{index}"})
+        ros.output(f"VSwitch{index}Id", f"ID of vSwitch {index}.", _att(f"VSwitch{index}", "VSwitchId"))
+    if spec["security_group"]:
+        ingress = [{"IpProtocol": rule["protocol"], "PortRange": rule["port_range"], "SourceCidrIp": rule["source"],
+                    "Policy": "accept", "Priority": 1} for rule in spec["security_group"]["rules"]]
+        properties: dict[str, Any] = {"VpcId": _ref("Vpc"), "SecurityGroupName": "iac-code-sg"}
+        if ingress:
+            properties["SecurityGroupIngress"] = ingress
+        ros.add("SecurityGroup", "security_group", properties)
+        ros.output("SecurityGroupId", "ID of the security group.", _att("SecurityGroup", "SecurityGroupId"))
+
+
+def _ros_ecs(ros: _Ros) -> None:
+    ecs = ros.spec["ecs"]
+    if not ecs:
+        return
+    password = ros.password("InstancePassword", "Login password of the ECS instances.")
+    count = len(ros.spec["vswitches"])
+    for index in range(1, ecs["count"] + 1):
+        vsw = (index - 1) % count + 1
+        properties: dict[str, Any] = {
+            "InstanceName": f"iac-code-ecs-{index}", "ImageId": ecs["image"], "InstanceType": ecs["instance_type"],
+            "VpcId": _ref("Vpc"), "VSwitchId": _ref(f"VSwitch{vsw}"), "ZoneId": _ref(f"ZoneId{vsw}"),
+            "SecurityGroupId": _ref("SecurityGroup"), "SystemDiskCategory": "cloud_essd",
+            "SystemDiskSize": ecs["system_disk"], "AllocatePublicIP": False, "Password": password,
+        }
+        if ecs["data_disk"]:
+            properties["DiskMappings"] = [{"Category": "cloud_essd", "Size": ecs["data_disk"], "Encrypted": "true"}]
+        ros.add(f"Instance{index}", "ecs_instance", properties)
+        ros.output(f"Instance{index}Id", f"ID of ECS instance {index}.", _att(f"Instance{index}", "InstanceId"))
+        ros.output(f"Instance{index}PrivateIp", f"Private IP of ECS instance {index}.", _att(f"Instance{index}", "PrivateIp"))
+
+
+def _ros_load_balancer(ros: _Ros) -> None:
+    lb = ros.spec["load_balancer"]
+    if not lb:
+        return
+    if lb["kind"] == "alb":
+        mappings = [{"ZoneId": _ref(f"ZoneId{index}"), "VSwitchId": _ref(f"VSwitch{index}")}
+                    for index in range(1, len(ros.spec["vswitches"]) + 1)]
+        ros.add("Alb", "alb", {"LoadBalancerName": "iac-code-alb", "VpcId": _ref("Vpc"),
+                               "AddressType": "Internet" if lb["public"] else "Intranet", "LoadBalancerEdition": "Standard",
+                               "LoadBalancerBillingConfig": {"PayType": "PostPay"}, "ZoneMappings": mappings})
+        ros.output("AlbId", "ID of the ALB instance.", _att("Alb", "LoadBalancerId"))
+        ros.output("AlbDnsName", "DNS name of the ALB instance.", _att("Alb", "DNSName"))
+        return
+    ros.add("LoadBalancer", "slb", {"LoadBalancerName": "iac-code-slb", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
+                                    "AddressType": "internet" if lb["public"] else "intranet",
+                                    "LoadBalancerSpec": "slb.s1.small", "PayType": "PayOnDemand"})
+    ros.output("LoadBalancerId", "ID of the SLB instance.", _att("LoadBalancer", "LoadBalancerId"))
+    ros.output("LoadBalancerAddress", "IP address of the SLB instance.", _att("LoadBalancer", "IpAddress"))
+
+
+def _ros_nat(ros: _Ros) -> None:
+    spec = ros.spec
+    eip = spec["nat"] or spec["eip"]
+    if not eip:
+        return
+    ros.add("Eip", "eip", {"Name": "iac-code-eip", "Bandwidth": eip["bandwidth"], "InternetChargeType": "PayByTraffic"})
+    ros.output("EipAddress", "Public IP address of the EIP.", _att("Eip", "EipAddress"))
+    if not spec["nat"]:
+        if spec["ecs"]:
+            ros.add("EipAssociation", "eip_association", {"AllocationId": _att("Eip", "AllocationId"),
+                                                          "InstanceId": _att("Instance1", "InstanceId")}, taggable=None)
+        return
+    ros.add("NatGateway", "nat_gateway", {"NatGatewayName": "iac-code-nat", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
+                                          "NatType": "Enhanced", "InternetChargeType": "PayByLcu"})
+    ros.add("EipAssociation", "eip_association", {"AllocationId": _att("Eip", "AllocationId"),
+                                                  "InstanceId": _att("NatGateway", "NatGatewayId")}, taggable=None)
+    for index in range(1, len(spec["vswitches"]) + 1):
+        ros.add(f"SnatEntry{index}", "snat_entry", {"SnatTableId": _att("NatGateway", "SNatTableId"),
+                                                    "SnatIp": _att("Eip", "EipAddress"),
+                                                    "SourceVSwitchId": _ref(f"VSwitch{index}")},
+                taggable=None, DependsOn=["EipAssociation"])
+    ros.output("NatGatewayId", "ID of the NAT gateway.", _att("NatGateway", "NatGatewayId"))
+
+
+def _ros_data(ros: _Ros) -> None:
+    spec = ros.spec
+    if spec["rds"]:
+        rds = spec["rds"]
+        ros.add("Database", "rds", {
+            "Engine": rds["engine"], "EngineVersion": rds["version"], "DBInstanceClass": rds["class"],
+            "DBInstanceStorage": rds["storage"], "DBInstanceStorageType": "cloud_essd", "DBInstanceNetType": "Intranet",
+            "SecurityIPList": spec["vpc"]["cidr"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
+            "ZoneId": _ref("ZoneId1"), "PayType": "Postpaid", "DBInstanceDescription": "iac-code-db",
+            "DeletionProtection": True,
+        }, taggable="map")
+        ros.output("DBInstanceId", "ID of the RDS instance.", _att("Database", "DBInstanceId"))
+        ros.output("DBConnectionString", "Internal connection string of the RDS instance.",
+                   _att("Database", "InnerConnectionString"))
+    if spec["redis"]:
+        redis = spec["redis"]
+        password = ros.password("RedisPassword", "Password of the Redis instance.")
+        ros.add("Redis", "redis", {"InstanceName": "iac-code-redis", "InstanceClass": redis["class"],
+                                   "EngineVersion": redis["version"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
+                                   "ZoneId": _ref("ZoneId1"), "Password": password, "SecurityIps": spec["vpc"]["cidr"]})
+        ros.output("RedisInstanceId", "ID of the Redis instance.", _att("Redis", "InstanceId"))
+        ros.output("RedisConnectionDomain", "Connection domain of the Redis instance.", _att("Redis", "ConnectionDomain"))
+    if spec["oss"]:
+        oss = spec["oss"]
+        encryption: dict[str, Any] = {"SSEAlgorithm": oss["encryption"]}
+        ros.add("Bucket", "oss_bucket", {"BucketName": oss["name"], "AccessControl": oss["acl"],
+                                         "ServerSideEncryptionConfiguration": encryption}, taggable="map")
+        ros.output("BucketName", "Name of the OSS bucket.", _att("Bucket", "Name"))
+        ros.output("BucketDomainName", "Domain name of the OSS bucket.", _att("Bucket", "DomainName"))
+
+
+def describe(spec: dict[str, Any]) -> str:
+    """One English sentence describing what a (resolved) spec builds."""
+    parts: list[str] = []
+    if spec["vpc"]:
+        parts.append(f"a VPC ({spec['vpc']['cidr']})")
+    count = len(spec["vswitches"])
+    if count:
+        parts.append(f"{count} vSwitch{'es' if count != 1 else ''}")
+    if spec["security_group"]:
+        ports = ", ".join(rule["port_range"].split("/")[0] for rule in spec["security_group"]["rules"])
+        parts.append("a security group" + (f" (ports {ports})" if ports else ""))
+    if spec["ecs"]:
+        ecs = spec["ecs"]
+        parts.append(f"{ecs['count']} ECS instance{'s' if ecs['count'] != 1 else ''} ({ecs['instance_type']})")
+    if spec["load_balancer"]:
+        parts.append("an ALB" if spec["load_balancer"]["kind"] == "alb" else "an SLB")
+    if spec["nat"]:
+        parts.append("a NAT gateway with an EIP and SNAT")
+    elif spec["eip"]:
+        parts.append("an EIP")
+    if spec["rds"]:
+        parts.append(f"an RDS {spec['rds']['engine']} {spec['rds']['version']} instance")
+    if spec["redis"]:
+        parts.append(f"a Redis {spec['redis']['version']} instance")
+    if spec["oss"]:
+        parts.append("a private OSS bucket")
+    if not parts:
+        return "Nothing could be generated from the request."
+    listing = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    where = f" in {spec['region']}" if spec["region"] else ""
+    kind = {"terraform": "Terraform configuration", "ros-json": "ROS template (JSON)", "ros-yaml": "ROS template (YAML)"}
+    return f"Generated a {kind[spec['format']]} with {listing}{where}."
+
+
+def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
+    """The ROS template dict for a resolved spec."""
+    ros = _Ros(spec)
+    _ros_network(ros)
+    _ros_ecs(ros)
+    _ros_load_balancer(ros)
+    _ros_nat(ros)
+    _ros_data(ros)
+    template: dict[str, Any] = {"ROSTemplateFormatVersion": ROS_TEMPLATE_VERSION, "Description": describe(spec)}
+    if ros.parameters:
+        template["Parameters"] = ros.parameters
+    template["Resources"] = ros.resources
+    if ros.outputs:
+        template["Outputs"] = ros.outputs
+    return template
+
+
+# ---------------------------------------------------------------- public API
+
+_GENERATE_VERBS = (r"\b(?:create|generate|build|make|write|deploy|provision|set ?up|spin up|launch|need|want|give me|template|"
+                   r"scaffold|design|terraform|hcl|ros|json|yaml)\b|创建|生成|部署|搭建|编写|写一个|需要|模板|帮我|建一个|新建|开通|来一个")
+_EDIT_VERBS = (r"\b(?:add|remove|delete|drop|change|switch|use|convert|rename|also|instead|update|modify|increase|decrease|"
+               r"set|put|make it|as|tag|tags|outputs?|open|allow|close|move)\b"
+               r"|增加|添加|删除|去掉|改|换|切换|使用|转换|再|标签|输出|开放")
+_QUESTION = r"^\s*(?:what|why|how (?:do|does|much)|explain|is it|can you explain|什么是|为什么|解释)"
+
+
+def wants_generation(prompt: str, previous: dict[str, Any] | None = None) -> bool:
+    """Whether the prompt asks to generate a template, or (with ``previous``) to edit the one generated before.
+
+    Requests for unsupported things ("create a Kubernetes cluster") count too, so the caller can report them.
+    """
+    prompt = normalize(prompt)
+    unmapped, text = _unmapped(prompt)
+    mentioned = bool(unmapped) or any(_mentions(block, text) for block in _BLOCK_PATTERNS)
+    if _has(prompt, _QUESTION) and not _has(prompt, _GENERATE_VERBS):
+        return False
+    if not previous:
+        return mentioned and _has(prompt, _GENERATE_VERBS)
+    delta = parse_request(prompt, previous)
+    edits = bool(delta["add"] or delta["remove"] or delta.get("tags") or delta.get("rules") or "format" in delta
+                 or "region" in delta or "vswitch_count" in delta or unmapped)
+    return (edits or mentioned) and (bool(delta["remove"]) or _has(prompt, _EDIT_VERBS + "|" + _GENERATE_VERBS))
+
+
+def render(spec: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """(text, ROS template or None) for a spec in its chosen format."""
+    resolved = resolve(spec)
+    if spec["format"] == "terraform":
+        return render_terraform(resolved, building_blocks(resolved)), None
+    template = render_ros(resolved)
+    if spec["format"] == "ros-json":
+        return json.dumps(template, indent=2, ensure_ascii=False) + "\n", template
+    return yaml.safe_dump(template, sort_keys=False, allow_unicode=True), template
+
+
+def generate(prompt: str, previous: dict[str, Any] | None = None) -> GenerationResult:
+    """Build (or, with ``previous``, edit) a template from a natural-language request."""
+    delta = parse_request(prompt, previous)
+    spec = apply_delta(previous, delta)
+    text, template = render(spec)
+    resolved = resolve(spec)
+    summary = describe(resolved)
+    return GenerationResult(spec=spec, format=spec["format"], text=text, file_name=FORMATS[spec["format"]], template=template,
+                            resources=building_blocks(resolved), unmapped=list(delta["unmapped"]), summary=summary)

@@ -1,0 +1,252 @@
+"""A small, plain-Python schema of the ROS resource types the engine supports, and a validator.
+
+Why plain Python instead of jsonschema: the checks we need (unknown types, required/unknown
+properties, dangling ``Ref``/``Fn::GetAtt``) are cross-references a JSON schema cannot express,
+and it keeps the engine free of an extra dependency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from iac_code.engine.catalog import ROS_TYPES
+
+TOP_LEVEL_KEYS = frozenset({
+    "ROSTemplateFormatVersion", "Description", "Metadata", "Parameters", "Mappings", "Conditions", "Rules",
+    "Resources", "Outputs", "Locals", "Workspace", "Transform",
+})
+PARAMETER_TYPES = frozenset({"String", "Number", "CommaDelimitedList", "Json", "Boolean", "ALIYUN::OOS::Parameter::Value",
+                             "ALIYUN::OOS::SecretParameter::Value"})
+PSEUDO_PARAMETERS = frozenset({
+    "ALIYUN::StackId", "ALIYUN::StackName", "ALIYUN::Region", "ALIYUN::AccountId", "ALIYUN::TenantId",
+    "ALIYUN::NoValue", "ALIYUN::Index",
+})
+RESOURCE_KEYS = frozenset({"Type", "Properties", "DependsOn", "Condition", "DeletionPolicy", "Metadata", "Count"})
+
+# Simple value kinds: "string", "integer", "boolean", "list", "map", "any" ("integer" also accepts numeric strings).
+_TAGS = {"Tags": "list"}
+
+
+@dataclass(frozen=True)
+class ResourceSchema:
+    """What one ROS resource type accepts: required and allowed properties, and attributes for Fn::GetAtt."""
+
+    required: frozenset[str]
+    properties: dict[str, str]
+    attributes: frozenset[str] = field(default_factory=frozenset)
+
+
+def _schema(required: set[str], properties: dict[str, str], attributes: set[str]) -> ResourceSchema:
+    return ResourceSchema(frozenset(required), properties, frozenset(attributes))
+
+
+RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
+    "ALIYUN::ECS::VPC": _schema(set(), {
+        "CidrBlock": "string", "VpcName": "string", "Description": "string", "EnableIpv6": "boolean",
+        "ResourceGroupId": "string", "Ipv6CidrBlock": "string", **_TAGS,
+    }, {"VpcId", "VRouterId", "RouteTableId", "CidrBlock", "VpcName"}),
+    "ALIYUN::ECS::VSwitch": _schema({"VpcId", "ZoneId", "CidrBlock"}, {
+        "VpcId": "string", "ZoneId": "string", "CidrBlock": "string", "VSwitchName": "string", "Description": "string",
+        "Ipv6CidrBlock": "integer", **_TAGS,
+    }, {"VSwitchId", "CidrBlock", "ZoneId", "VSwitchName"}),
+    "ALIYUN::ECS::SecurityGroup": _schema(set(), {
+        "VpcId": "string", "SecurityGroupName": "string", "Description": "string", "SecurityGroupType": "string",
+        "SecurityGroupIngress": "list", "SecurityGroupEgress": "list", "ResourceGroupId": "string", **_TAGS,
+    }, {"SecurityGroupId", "SecurityGroupName"}),
+    "ALIYUN::ECS::SecurityGroupIngress": _schema({"IpProtocol", "SecurityGroupId"}, {
+        "SecurityGroupId": "string", "IpProtocol": "string", "PortRange": "string", "SourceCidrIp": "string",
+        "SourceGroupId": "string", "Policy": "string", "Priority": "integer", "NicType": "string", "Description": "string",
+    }, set()),
+    "ALIYUN::ECS::Instance": _schema({"ImageId", "InstanceType"}, {
+        "ImageId": "string", "InstanceType": "string", "VpcId": "string", "VSwitchId": "string",
+        "SecurityGroupId": "string", "SecurityGroupIds": "list", "SystemDiskCategory": "string",
+        "SystemDiskSize": "integer", "DiskMappings": "list", "Password": "string", "ZoneId": "string",
+        "InstanceName": "string", "HostName": "string", "AllocatePublicIP": "boolean",
+        "InternetMaxBandwidthOut": "integer", "InstanceChargeType": "string", "UserData": "string",
+        "Description": "string", "DeletionProtection": "boolean", "ResourceGroupId": "string", **_TAGS,
+    }, {"InstanceId", "PrivateIp", "PublicIp", "ZoneId", "HostName", "InnerIp"}),
+    "ALIYUN::SLB::LoadBalancer": _schema(set(), {
+        "VpcId": "string", "VSwitchId": "string", "AddressType": "string", "LoadBalancerSpec": "string",
+        "LoadBalancerName": "string", "PayType": "string", "InternetChargeType": "string", "Bandwidth": "integer",
+        "MasterZoneId": "string", "SlaveZoneId": "string", "DeletionProtection": "boolean", "AddressIPVersion": "string",
+        **_TAGS,
+    }, {"LoadBalancerId", "IpAddress", "NetworkType", "AddressType"}),
+    "ALIYUN::ALB::LoadBalancer": _schema(
+        {"VpcId", "AddressType", "LoadBalancerEdition", "LoadBalancerBillingConfig", "ZoneMappings"}, {
+            "VpcId": "string", "AddressType": "string", "LoadBalancerEdition": "string",
+            "LoadBalancerBillingConfig": "map", "ZoneMappings": "list", "LoadBalancerName": "string",
+            "AddressAllocatedMode": "string", "DeletionProtectionEnabled": "boolean", "ResourceGroupId": "string", **_TAGS,
+        }, {"LoadBalancerId", "DNSName", "AddressType"}),
+    "ALIYUN::VPC::NatGateway": _schema({"VpcId", "VSwitchId"}, {
+        "VpcId": "string", "VSwitchId": "string", "NatType": "string", "NatGatewayName": "string",
+        "InternetChargeType": "string", "Spec": "string", "Description": "string", "DeletionProtection": "boolean",
+        "NetworkType": "string", "EipBindMode": "string", **_TAGS,
+    }, {"NatGatewayId", "SNatTableId", "ForwardTableId"}),
+    "ALIYUN::VPC::EIP": _schema(set(), {
+        "Bandwidth": "integer", "InternetChargeType": "string", "Name": "string", "Description": "string",
+        "ISP": "string", "Netmode": "string", "InstanceChargeType": "string", "DeletionProtection": "boolean", **_TAGS,
+    }, {"AllocationId", "EipAddress", "ISP", "Bandwidth"}),
+    "ALIYUN::VPC::EIPAssociation": _schema({"AllocationId", "InstanceId"}, {
+        "AllocationId": "string", "InstanceId": "string", "InstanceType": "string", "PrivateIpAddress": "string",
+        "Mode": "string",
+    }, {"AllocationId", "EipAddress"}),
+    "ALIYUN::VPC::SnatEntry": _schema({"SnatTableId", "SnatIp"}, {
+        "SnatTableId": "string", "SnatIp": "string", "SourceVSwitchId": "string", "SourceCIDR": "string",
+        "SnatEntryName": "string", "EipAffinity": "integer",
+    }, {"SnatEntryId"}),
+    "ALIYUN::RDS::DBInstance": _schema({"Engine", "EngineVersion", "DBInstanceClass", "DBInstanceStorage", "SecurityIPList"}, {
+        "Engine": "string", "EngineVersion": "string", "DBInstanceClass": "string", "DBInstanceStorage": "integer",
+        "SecurityIPList": "string", "VpcId": "string", "VSwitchId": "string", "ZoneId": "string",
+        "DBInstanceNetType": "string", "DBInstanceStorageType": "string", "DBInstanceDescription": "string",
+        "PayType": "string", "Category": "string", "MasterUsername": "string", "MasterUserPassword": "string",
+        "MasterUserType": "string", "SSLSetting": "string", "DeletionProtection": "boolean",
+        "BackupRetentionPeriod": "integer", "Tags": "map",
+    }, {"DBInstanceId", "InnerConnectionString", "InnerPort", "PublicConnectionString", "InnerIPAddress"}),
+    "ALIYUN::REDIS::Instance": _schema(set(), {
+        "InstanceClass": "string", "EngineVersion": "string", "VpcId": "string", "VSwitchId": "string",
+        "ZoneId": "string", "InstanceName": "string", "Password": "string", "ChargeType": "string",
+        "Capacity": "integer", "SecurityIps": "string", "DeletionForce": "boolean", **_TAGS,
+    }, {"InstanceId", "ConnectionDomain", "Port", "PrivateIp"}),
+    "ALIYUN::OSS::Bucket": _schema({"BucketName"}, {
+        "BucketName": "string", "AccessControl": "string", "ServerSideEncryptionConfiguration": "map",
+        "VersioningConfiguration": "map", "LoggingConfiguration": "map", "LifecycleConfiguration": "map",
+        "StorageClass": "string", "RedundancyType": "string", "DeletionForce": "boolean", "Tags": "map",
+    }, {"Name", "DomainName", "InternalDomainName", "Arn"}),
+}
+assert set(RESOURCE_SCHEMAS) == set(ROS_TYPES), "ros_schema and catalog must list the same ROS types"
+
+_INTRINSICS = ("Ref", "Fn::GetAtt", "Fn::Join", "Fn::Sub", "Fn::Select", "Fn::If", "Fn::Base64Encode", "Fn::Split",
+               "Fn::Replace", "Fn::Equals", "Fn::Not", "Fn::And", "Fn::Or", "Fn::FindInMap", "Fn::GetAZs", "Fn::Str",
+               "Fn::Jq", "Fn::MergeMapToList", "Fn::Sub", "Fn::Length", "Fn::ListMerge")
+
+
+def _is_intrinsic(value: Any) -> bool:
+    """An intrinsic function call resolves at deploy time, so its static type is unknown."""
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in _INTRINSICS
+
+
+def _type_ok(value: Any, kind: str) -> bool:
+    """Whether ``value`` fits the simple ``kind`` (intrinsic calls always fit)."""
+    if _is_intrinsic(value) or kind == "any":
+        return True
+    if kind == "string":
+        return isinstance(value, str | int | float) and not isinstance(value, bool)
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit())
+    if kind == "boolean":
+        return isinstance(value, bool) or value in ("true", "false", "True", "False")
+    if kind == "list":
+        return isinstance(value, list)
+    if kind == "map":
+        return isinstance(value, dict)
+    return False
+
+
+def _walk_references(value: Any, path: str, names: set[str], resources: set[str], problems: list[str],
+                     types: dict[str, str]) -> None:
+    """Recursively check every ``Ref`` and ``Fn::GetAtt`` under ``value``."""
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _walk_references(item, f"{path}[{index}]", names, resources, problems, types)
+        return
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        if key == "Ref":
+            if not isinstance(item, str) or (item not in names and item not in PSEUDO_PARAMETERS):
+                problems.append(f"{path}: Ref to unknown parameter or resource {item!r}")
+        elif key == "Fn::GetAtt":
+            _check_get_att(item, path, resources, problems, types)
+        else:
+            _walk_references(item, f"{path}.{key}", names, resources, problems, types)
+
+
+def _check_get_att(item: Any, path: str, resources: set[str], problems: list[str], types: dict[str, str]) -> None:
+    """``Fn::GetAtt`` must be [resource, attribute] on a declared resource with a known attribute."""
+    if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+        problems.append(f"{path}: Fn::GetAtt must be [ResourceName, AttributeName]")
+        return
+    resource, attribute = item
+    if resource not in resources:
+        problems.append(f"{path}: Fn::GetAtt on unknown resource {resource!r}")
+        return
+    schema = RESOURCE_SCHEMAS.get(types.get(resource, ""))
+    if schema and schema.attributes and isinstance(attribute, str) and attribute not in schema.attributes:
+        problems.append(f"{path}: resource {resource!r} has no attribute {attribute!r}")
+
+
+def _check_parameters(parameters: Any, problems: list[str]) -> None:
+    if not isinstance(parameters, dict):
+        problems.append("Parameters must be a mapping")
+        return
+    for name, parameter in parameters.items():
+        if not isinstance(parameter, dict) or parameter.get("Type") not in PARAMETER_TYPES:
+            problems.append(f"Parameters.{name}: missing or unknown Type")
+
+
+def _check_resource(name: str, resource: Any, problems: list[str]) -> None:
+    """Type known, required properties present, no unknown properties, simple value types."""
+    if not isinstance(resource, dict):
+        problems.append(f"Resources.{name}: must be a mapping")
+        return
+    for key in resource:
+        if key not in RESOURCE_KEYS:
+            problems.append(f"Resources.{name}: unknown key {key!r}")
+    ros_type = resource.get("Type")
+    schema = RESOURCE_SCHEMAS.get(ros_type) if isinstance(ros_type, str) else None
+    if schema is None:
+        problems.append(f"Resources.{name}: unknown or unsupported resource type {ros_type!r}")
+        return
+    properties = resource.get("Properties", {})
+    if not isinstance(properties, dict):
+        problems.append(f"Resources.{name}.Properties: must be a mapping")
+        return
+    for required in sorted(schema.required - set(properties)):
+        problems.append(f"Resources.{name}: missing required property {required!r} for {ros_type}")
+    for prop, value in properties.items():
+        kind = schema.properties.get(prop)
+        if kind is None:
+            problems.append(f"Resources.{name}: unknown property {prop!r} for {ros_type}")
+        elif not _type_ok(value, kind):
+            problems.append(f"Resources.{name}.Properties.{prop}: expected {kind}")
+
+
+def _check_depends_on(name: str, resource: dict[str, Any], resources: set[str], problems: list[str]) -> None:
+    depends = resource.get("DependsOn", [])
+    for target in [depends] if isinstance(depends, str) else depends:
+        if target not in resources:
+            problems.append(f"Resources.{name}: DependsOn unknown resource {target!r}")
+
+
+def validate_ros(template: dict[str, Any]) -> list[str]:
+    """Problems found in a ROS template (an empty list means it is valid for the supported types)."""
+    if not isinstance(template, dict):
+        return ["template must be a mapping"]
+    problems: list[str] = []
+    if template.get("ROSTemplateFormatVersion") != "2015-09-01":
+        problems.append("ROSTemplateFormatVersion must be '2015-09-01'")
+    for key in template:
+        if key not in TOP_LEVEL_KEYS:
+            problems.append(f"unknown top-level key {key!r}")
+    parameters = template.get("Parameters", {}) or {}
+    _check_parameters(parameters, problems)
+    resources = template.get("Resources")
+    if not isinstance(resources, dict) or not resources:
+        problems.append("Resources must be a non-empty mapping")
+        return problems
+    names = set(resources) | (set(parameters) if isinstance(parameters, dict) else set())
+    types = {name: res.get("Type", "") for name, res in resources.items() if isinstance(res, dict)}
+    for name, resource in resources.items():
+        _check_resource(name, resource, problems)
+        if isinstance(resource, dict):
+            _check_depends_on(name, resource, set(resources), problems)
+            _walk_references(resource.get("Properties", {}), f"Resources.{name}.Properties", names, set(resources),
+                             problems, types)
+    outputs = template.get("Outputs", {}) or {}
+    for name, output in outputs.items() if isinstance(outputs, dict) else []:
+        if not isinstance(output, dict) or "Value" not in output:
+            problems.append(f"Outputs.{name}: missing Value")
+            continue
+        _walk_references(output["Value"], f"Outputs.{name}.Value", names, set(resources), problems, types)
+    return problems

@@ -1,0 +1,236 @@
+"""Render a resolved generation spec (see ``generation.resolve``) as Terraform HCL for the alicloud provider.
+
+A tiny HCL writer (attributes, nested blocks, raw expressions) is enough for the fixed shapes the
+engine emits, and keeps generation free of extra dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from iac_code.engine.catalog import RESOURCE_TYPES, TERRAFORM_PROVIDER_VERSION
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A raw HCL expression (a reference or function call), written unquoted."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Block:
+    """A nested HCL block such as ``data_disks { ... }``."""
+
+    body: list[tuple[str, Any]]
+
+
+def _value(value: Any, indent: int) -> str:
+    """HCL text of an attribute value."""
+    if isinstance(value, Expr):
+        return value.text
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("${", "$${")
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(item, indent) for item in value) + "]"
+    if isinstance(value, dict):
+        pad = "  " * (indent + 1)
+        lines = [f"{pad}{json.dumps(key) if not key.isidentifier() else key} = {_value(item, indent + 1)}"
+                 for key, item in value.items()]
+        return "{\n" + "\n".join(lines) + "\n" + "  " * indent + "}"
+    raise TypeError(f"cannot render {value!r} as HCL")
+
+
+def _body(items: list[tuple[str, Any]], indent: int) -> list[str]:
+    pad = "  " * indent
+    lines: list[str] = []
+    for key, value in items:
+        if isinstance(value, Block):
+            lines.append(f"{pad}{key} {{")
+            lines += _body(value.body, indent + 1)
+            lines.append(f"{pad}}}")
+        else:
+            lines.append(f"{pad}{key} = {_value(value, indent)}")
+    return lines
+
+
+def _top(kind: str, labels: list[str], body: list[tuple[str, Any]]) -> str:
+    head = " ".join([kind] + [json.dumps(label) for label in labels])
+    return "\n".join([f"{head} {{", *_body(body, 1), "}"])
+
+
+def _tf(block: str) -> str:
+    return RESOURCE_TYPES[block][1]
+
+
+class _Tf:
+    """Accumulates top-level HCL blocks."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.blocks: list[str] = []
+        self.outputs: list[str] = []
+
+    def resource(self, block: str, name: str, body: list[tuple[str, Any]], taggable: bool = True) -> None:
+        if taggable and self.spec["tags"]:
+            body = body + [("tags", dict(self.spec["tags"]))]
+        self.blocks.append(_top("resource", [_tf(block), name], body))
+
+    def output(self, name: str, description: str, value: str) -> None:
+        self.outputs.append(_top("output", [name], [("description", description), ("value", Expr(value))]))
+
+    def password(self, name: str, description: str) -> Expr:
+        """A sensitive variable without a default (never bake secrets into code)."""
+        self.blocks.append(_top("variable", [name], [("description", description), ("type", Expr("string")),
+                                                      ("sensitive", True)]))
+        return Expr(f"var.{name}")
+
+
+def _zone(spec: dict[str, Any], index: int) -> Any:
+    """The zone of vSwitch ``index`` (0-based): the one asked for, else one from the zones data source."""
+    zone = spec["vswitches"][index]["zone"]
+    return zone if zone else Expr(f"data.alicloud_zones.default.zones[{index}].id")
+
+
+def _network(tf: _Tf) -> None:
+    spec = tf.spec
+    if spec["vpc"]:
+        tf.resource("vpc", "vpc", [("vpc_name", "iac-code-vpc"), ("cidr_block", spec["vpc"]["cidr"])])
+        tf.output("vpc_id", "ID of the VPC.", "alicloud_vpc.vpc.id")
+    if any(not vswitch["zone"] for vswitch in spec["vswitches"]):
+        tf.blocks.append(_top("data", ["alicloud_zones", "default"], [("available_resource_creation", "VSwitch")]))
+    for index, vswitch in enumerate(spec["vswitches"]):
+        name = f"vsw{index + 1}"
+        tf.resource("vswitch", name, [("vswitch_name", f"iac-code-vsw-{index + 1}"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
+                                      ("cidr_block", vswitch["cidr"]), ("zone_id", _zone(spec, index))])
+        tf.output(f"vswitch{index + 1}_id", f"ID of vSwitch {index + 1}.", f"alicloud_vswitch.{name}.id")
+    if spec["security_group"]:
+        tf.resource("security_group", "sg", [("security_group_name", "iac-code-sg"), ("vpc_id", Expr("alicloud_vpc.vpc.id"))])
+        tf.output("security_group_id", "ID of the security group.", "alicloud_security_group.sg.id")
+        for index, rule in enumerate(spec["security_group"]["rules"], start=1):
+            tf.resource("security_group_ingress", f"rule{index}", [
+                ("type", "ingress"), ("ip_protocol", rule["protocol"]), ("port_range", rule["port_range"]),
+                ("cidr_ip", rule["source"]), ("policy", "accept"), ("priority", 1),
+                ("security_group_id", Expr("alicloud_security_group.sg.id"))], taggable=False)
+
+
+def _vswitch_ids(spec: dict[str, Any]) -> str:
+    return "[" + ", ".join(f"alicloud_vswitch.vsw{index}.id" for index in range(1, len(spec["vswitches"]) + 1)) + "]"
+
+
+def _ecs(tf: _Tf) -> None:
+    ecs = tf.spec["ecs"]
+    if not ecs:
+        return
+    password = tf.password("instance_password", "Login password of the ECS instances.")
+    body: list[tuple[str, Any]] = [
+        ("count", ecs["count"]), ("instance_name", Expr('"iac-code-ecs-${count.index + 1}"')), ("image_id", ecs["image"]),
+        ("instance_type", ecs["instance_type"]), ("vswitch_id", Expr(f"element({_vswitch_ids(tf.spec)}, count.index)")),
+        ("security_groups", [Expr("alicloud_security_group.sg.id")]), ("system_disk_category", "cloud_essd"),
+        ("system_disk_size", ecs["system_disk"]), ("internet_max_bandwidth_out", 0), ("password", password),
+    ]
+    if ecs["data_disk"]:
+        body.append(("data_disks", Block([("category", "cloud_essd"), ("size", ecs["data_disk"]), ("encrypted", True)])))
+    tf.resource("ecs_instance", "ecs", body)
+    tf.output("instance_ids", "IDs of the ECS instances.", "alicloud_instance.ecs[*].id")
+    tf.output("instance_private_ips", "Private IPs of the ECS instances.", "alicloud_instance.ecs[*].private_ip")
+
+
+def _load_balancer(tf: _Tf) -> None:
+    lb = tf.spec["load_balancer"]
+    if not lb:
+        return
+    if lb["kind"] == "alb":
+        body: list[tuple[str, Any]] = [
+            ("load_balancer_name", "iac-code-alb"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
+            ("address_type", "Internet" if lb["public"] else "Intranet"), ("load_balancer_edition", "Standard"),
+            ("load_balancer_billing_config", Block([("pay_type", "PayAsYouGo")])),
+        ]
+        for index in range(len(tf.spec["vswitches"])):
+            body.append(("zone_mappings", Block([("vswitch_id", Expr(f"alicloud_vswitch.vsw{index + 1}.id")),
+                                                 ("zone_id", Expr(f"alicloud_vswitch.vsw{index + 1}.zone_id"))])))
+        tf.resource("alb", "alb", body)
+        tf.output("alb_id", "ID of the ALB instance.", "alicloud_alb_load_balancer.alb.id")
+        tf.output("alb_dns_name", "DNS name of the ALB instance.", "alicloud_alb_load_balancer.alb.dns_name")
+        return
+    address_type = "internet" if lb["public"] else "intranet"
+    tf.resource("slb", "slb", [("load_balancer_name", "iac-code-slb"), ("address_type", address_type),
+                               ("load_balancer_spec", "slb.s1.small"), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id"))])
+    tf.output("slb_id", "ID of the SLB instance.", "alicloud_slb_load_balancer.slb.id")
+    tf.output("slb_address", "IP address of the SLB instance.", "alicloud_slb_load_balancer.slb.address")
+
+
+def _nat(tf: _Tf) -> None:
+    spec = tf.spec
+    eip = spec["nat"] or spec["eip"]
+    if not eip:
+        return
+    tf.resource("eip", "eip", [("address_name", "iac-code-eip"), ("bandwidth", str(eip["bandwidth"])),
+                               ("internet_charge_type", "PayByTraffic")])
+    tf.output("eip_address", "Public IP address of the EIP.", "alicloud_eip_address.eip.ip_address")
+    if not spec["nat"]:
+        if spec["ecs"]:
+            tf.resource("eip_association", "eip", [("allocation_id", Expr("alicloud_eip_address.eip.id")),
+                                                   ("instance_id", Expr("alicloud_instance.ecs[0].id"))], taggable=False)
+        return
+    tf.resource("nat_gateway", "nat", [("nat_gateway_name", "iac-code-nat"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
+                                       ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")), ("nat_type", "Enhanced"),
+                                       ("payment_type", "PayAsYouGo")])
+    tf.resource("eip_association", "eip", [("allocation_id", Expr("alicloud_eip_address.eip.id")),
+                                           ("instance_id", Expr("alicloud_nat_gateway.nat.id"))], taggable=False)
+    for index in range(1, len(spec["vswitches"]) + 1):
+        tf.resource("snat_entry", f"snat{index}", [
+            ("snat_table_id", Expr("alicloud_nat_gateway.nat.snat_table_ids")),
+            ("source_vswitch_id", Expr(f"alicloud_vswitch.vsw{index}.id")),
+            ("snat_ip", Expr("alicloud_eip_address.eip.ip_address")),
+            ("depends_on", [Expr("alicloud_eip_association.eip")])], taggable=False)
+    tf.output("nat_gateway_id", "ID of the NAT gateway.", "alicloud_nat_gateway.nat.id")
+
+
+def _data(tf: _Tf) -> None:
+    spec = tf.spec
+    if spec["rds"]:
+        rds = spec["rds"]
+        tf.resource("rds", "db", [
+            ("instance_name", "iac-code-db"), ("engine", rds["engine"]), ("engine_version", rds["version"]),
+            ("instance_type", rds["class"]), ("instance_storage", rds["storage"]), ("db_instance_storage_type", "cloud_essd"),
+            ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")), ("security_ips", [spec["vpc"]["cidr"]]),
+            ("deletion_protection", True)])
+        tf.output("db_instance_id", "ID of the RDS instance.", "alicloud_db_instance.db.id")
+        tf.output("db_connection_string", "Connection string of the RDS instance.", "alicloud_db_instance.db.connection_string")
+    if spec["redis"]:
+        redis = spec["redis"]
+        password = tf.password("redis_password", "Password of the Redis instance.")
+        tf.resource("redis", "redis", [
+            ("db_instance_name", "iac-code-redis"), ("instance_type", "Redis"), ("instance_class", redis["class"]),
+            ("engine_version", redis["version"]), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")),
+            ("zone_id", Expr("alicloud_vswitch.vsw1.zone_id")), ("security_ips", [spec["vpc"]["cidr"]]), ("password", password)])
+        tf.output("redis_instance_id", "ID of the Redis instance.", "alicloud_kvstore_instance.redis.id")
+    if spec["oss"]:
+        oss = spec["oss"]
+        tf.resource("oss_bucket", "bucket", [("bucket", oss["name"]), ("acl", oss["acl"]),
+                                             ("server_side_encryption_rule", Block([("sse_algorithm", oss["encryption"])]))])
+        tf.output("bucket_name", "Name of the OSS bucket.", "alicloud_oss_bucket.bucket.bucket")
+
+
+def render_terraform(spec: dict[str, Any], blocks: list[str]) -> str:
+    """Terraform HCL (provider pinned to ``TERRAFORM_PROVIDER_VERSION``) for a resolved spec."""
+    header = [
+        "terraform {\n  required_providers {\n    alicloud = {\n      source  = \"aliyun/alicloud\"\n"
+        f"      version = \"{TERRAFORM_PROVIDER_VERSION}\"\n    }}\n  }}\n}}",
+        _top("provider", ["alicloud"], [("region", spec["region"] or "cn-hangzhou")]),
+    ]
+    tf = _Tf(spec)
+    _network(tf)
+    _ecs(tf)
+    _load_balancer(tf)
+    _nat(tf)
+    _data(tf)
+    comment = "# Generated by iac-code: " + ", ".join(blocks) + "\n"
+    return comment + "\n\n".join(header + tf.blocks + tf.outputs) + "\n"

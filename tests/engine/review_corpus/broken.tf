@@ -1,0 +1,2 @@
+resource "alicloud_vpc" "main" {
+  cidr_block = "10.0.0.0/8"

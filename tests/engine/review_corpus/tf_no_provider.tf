@@ -1,0 +1,7 @@
+resource "alicloud_vpc" "main" {
+  vpc_name   = "main"
+  cidr_block = "10.0.0.0/8"
+  tags = {
+    owner = "net-team"
+  }
+}

@@ -1,0 +1,135 @@
+"""The offline IaC engine end to end over HTTP: generate, edit, review, convert, deploy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from iac_code.testing import A2A_HEADERS, RunningServer, send_message_body, start_server
+from tests.ros_standin import ros_standin
+
+TERRAFORM = '''
+terraform {
+  required_providers {
+    alicloud = {
+      source  = "aliyun/alicloud"
+      version = "1.230.0"
+    }
+  }
+}
+
+resource "alicloud_vpc" "main" {
+  vpc_name   = "demo"
+  cidr_block = "172.16.0.0/12"
+}
+
+resource "alicloud_vswitch" "app" {
+  vpc_id     = alicloud_vpc.main.id
+  cidr_block = "172.16.1.0/24"
+  zone_id    = "cn-hangzhou-h"
+}
+'''
+
+
+async def rpc(http: aiohttp.ClientSession, server: RunningServer, body: dict[str, Any]) -> dict[str, Any]:
+    async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+        return await r.json()
+
+
+def message(text: str, message_id: str, context_id: str, cwd: Path, **metadata: Any) -> dict[str, Any]:
+    body = send_message_body(text, message_id=message_id, contextId=context_id)
+    body["params"]["message"]["metadata"] = {"iac_code": {"cwd": str(cwd), **metadata}}
+    return body
+
+
+def answer_text(task: dict[str, Any]) -> str:
+    return [m for m in task["history"] if m["role"] == "ROLE_AGENT"][-1]["parts"][0]["text"]
+
+
+def fenced(text: str, language: str = "yaml") -> Any:
+    return yaml.safe_load(text.split(f"```{language}\n", 1)[1].split("```", 1)[0])
+
+
+def resource_types(template: dict[str, Any]) -> list[str]:
+    return [r["Type"] for r in template["Resources"].values()]
+
+
+async def test_generate_edit_review_convert_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "network.tf").write_text(TERRAFORM)
+    async with ros_standin() as ros, start_server({"permission-rules": {"allow": ["write_file"]}}) as server, \
+            aiohttp.ClientSession() as http:
+        monkeypatch.setenv("IACCODE_ALIYUN_ROS_ENDPOINT", ros.endpoint)
+        monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAItestkey000000")
+        monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret-value")
+        ctx = "ctx-e2e"
+
+        # 1. generate
+        first = (await rpc(http, server, message("Create a VPC with two vSwitches in cn-hangzhou", "m1", ctx,
+                                                 tmp_path)))["result"]["task"]
+        template = fenced(answer_text(first))
+        assert resource_types(template).count("ALIYUN::ECS::VSwitch") == 2
+        assert (tmp_path / "template.ros.yaml").exists()
+        assert first["artifacts"][0]["parts"][0]["url"].startswith("file://")
+
+        # 2. follow-up edit in the same context
+        second = (await rpc(http, server, message("use 3 vSwitches", "m2", ctx, tmp_path)))["result"]["task"]
+        edited = fenced(answer_text(second))
+        assert resource_types(edited).count("ALIYUN::ECS::VSwitch") == 3
+        assert yaml.safe_load((tmp_path / "template.ros.yaml").read_text()) == edited
+
+        # 3. review the artifact (the workspace file the turn wrote)
+        third = (await rpc(http, server, message("review template.ros.yaml", "m3", ctx, tmp_path)))["result"]["task"]
+        report = json.loads(Path(third["artifacts"][0]["parts"][0]["url"][len("file://"):]).read_text())
+        assert report["format"] == "ros" and "summary" in report
+
+        # 4. convert a Terraform file from the workspace
+        fourth = (await rpc(http, server, message("convert network.tf to ROS", "m4", ctx, tmp_path)))["result"]["task"]
+        converted = fenced(answer_text(fourth))
+        assert sorted(resource_types(converted)) == ["ALIYUN::ECS::VPC", "ALIYUN::ECS::VSwitch"]
+
+        # 5. CreateStack: a protected API, asks permission, is allowed, reaches the stand-in
+        fifth = (await rpc(http, server, message("deploy the template as a stack named demo-stack", "m5", ctx,
+                                                 tmp_path)))["result"]["task"]
+        envelope = fifth["metadata"]["iac_code"]["input"]
+        assert envelope["toolName"] == "aliyun_api" and envelope["title"] == "Create ROS stack"
+        assert "CreateStack" not in ros.actions()
+        answer = send_message_body("x", message_id="m6", taskId=envelope["requestTaskId"], contextId=ctx)
+        answer["params"]["message"]["parts"] = [{"mediaType": "application/json", "data": {
+            "schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
+            "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": "allow_once"}}]
+        ack = await rpc(http, server, answer)
+        assert ack["result"]["message"]["parts"][0]["data"]["accepted"] is True
+        for _ in range(250):
+            got = (await rpc(http, server, {"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                                            "params": {"id": envelope["requestTaskId"]}}))["result"]
+            if got["metadata"].get("iac_code", {}).get("assistantFinal"):
+                break
+            await asyncio.sleep(0.02)
+        assert "CreateStack" in ros.actions()
+        created = ros.requests[ros.actions().index("CreateStack")]
+        assert created["StackName"] == "demo-stack" and "ROSTemplateFormatVersion" in created["TemplateBody"]
+        assert "test-secret-value" not in json.dumps(got)
+
+
+async def test_no_credentials_is_a_clear_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"):
+        monkeypatch.delenv(var, raising=False)
+    async with ros_standin() as ros, start_server() as server, aiohttp.ClientSession() as http:
+        monkeypatch.setenv("IACCODE_ALIYUN_ROS_ENDPOINT", ros.endpoint)
+        task = (await rpc(http, server, message("list my stacks", "m1", "ctx-nocreds", tmp_path)))["result"]["task"]
+        assert "Alibaba Cloud credentials are not configured" in answer_text(task)
+        assert ros.requests == []
+
+
+async def test_skill_hint_wins(tmp_path: Path) -> None:
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        body = message("resource \"alicloud_vpc\" \"v\" {\n  cidr_block = \"10.0.0.0/8\"\n}\n", "m1", "ctx-hint",
+                       tmp_path, skill="iac_review")
+        task = (await rpc(http, server, body))["result"]["task"]
+        assert task["artifacts"][0]["name"] == "review.json"
