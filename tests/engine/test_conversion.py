@@ -7,9 +7,7 @@ list of what was not converted.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +15,11 @@ import pytest
 import yaml
 
 from iac_code.engine.catalog import ROS_TEMPLATE_VERSION, ROS_TYPES, TERRAFORM_TO_ROS
+from iac_code.engine.ros_schema import validate_ros
 from iac_code.engine.terraform_to_ros import ConversionResult, convert
 
 CORPUS = Path(__file__).parent / "conversion_corpus"
 FILES = sorted(CORPUS.glob("*.tf"))
-
-# Properties that the official ROS documentation lists but ros_schema.py (another module) does not yet accept:
-# ALIYUN::VPC::EIP "Isp" and ALIYUN::VPC::SnatEntry "SourceVSwitchIds" (a list). Filtered until the schema catches up.
-_KNOWN_SCHEMA_GAPS = ("unknown property 'Isp' for ALIYUN::VPC::EIP",
-                      "unknown property 'SourceVSwitchIds' for ALIYUN::VPC::SnatEntry")
-
-
-def _validator() -> Callable[[dict[str, Any]], list[str]] | None:
-    """ros_schema.validate_ros when that module exists (written separately); None otherwise."""
-    if importlib.util.find_spec("iac_code.engine.ros_schema") is None:
-        return None
-    return getattr(importlib.import_module("iac_code.engine.ros_schema"), "validate_ros", None)
 
 
 def _load(name: str) -> ConversionResult:
@@ -85,10 +72,7 @@ def test_every_corpus_file_converts_to_a_sane_template(path: Path) -> None:
     assert result.converted, "each corpus file converts something"
     for line in result.unconverted:
         assert ": " in line and line.split(": ", 1)[1], "every unconverted entry carries a reason"
-    validate = _validator()
-    if validate is not None:
-        problems = [p for p in validate(result.template) if not p.endswith(_KNOWN_SCHEMA_GAPS)]
-        assert problems == []
+    assert validate_ros(result.template) == []
 
 
 def test_vpc_network() -> None:

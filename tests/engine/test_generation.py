@@ -173,6 +173,21 @@ def test_follow_up_adds_and_removes_blocks() -> None:
     assert result.template is not None and validate_ros(result.template) == []
 
 
+def test_limits_are_reported_not_dropped() -> None:
+    assert generate("Create 50 ECS instances").unmapped == ["ECS instances beyond 20 (at most 20 per template)"]
+    assert generate("Create a VPC with 20 vswitches").unmapped == ["vSwitches beyond 16 (at most 16 fit)"]
+    both = generate("create a public ALB and an SLB")
+    assert both.resources == ["vpc", "vswitch", "alb"] and both.unmapped[0].startswith("SLB")
+
+
+def test_removal_phrases() -> None:
+    spec = generate("Create a VPC with an ECS instance and a NAT gateway").spec
+    for prompt in ("no more NAT", "remove the NAT gateway", "去掉NAT网关"):
+        assert wants_generation(prompt, spec)
+        assert "nat_gateway" not in generate(prompt, spec).resources
+    assert generate("add another vSwitch", spec).spec["vswitches"][1] == {"cidr": None, "zone": None}
+
+
 def test_follow_up_reports_unmapped() -> None:
     first = generate("Create a VPC")
     second = generate("also add a Kubernetes cluster", first.spec)

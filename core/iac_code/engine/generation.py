@@ -84,7 +84,8 @@ _DB_INSTANCE_PHRASE = re.compile(
     r"(?:rds|redis|kvstore|mysql|postgres(?:ql)?|pg|sql ?server|database|db|cache|数据库|缓存)"
     r"\s*(?:[\w.]+\s+)?(?:instances?|实例)",
     re.IGNORECASE)
-_REMOVE = r"(?:\b(?:remove|delete|drop|without|get rid of|no(?:\s+more|\s+longer\s+(?:need|want))?|(?:don't|do not) need)\b|删除|去掉|移除|不要|不需要)\s*(?:the\s+|a\s+|an\s+|all\s+)?"
+_REMOVE = (r"(?:\b(?:remove|delete|drop|without|get rid of|no(?:\s+more|\s+longer\s+(?:need|want))?|(?:don't|do not) need)\b"
+           r"|删除|去掉|移除|不要|不需要)\s*(?:the\s+|a\s+|an\s+|all\s+)?")
 _ADD_WORDS = re.compile(r"\b(?:add|another|more|extra|additional)\b|增加|再加|添加|新增|再", re.IGNORECASE)
 
 
@@ -561,6 +562,8 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         spec["nat"] = spec["nat"] or {"bandwidth": 5}
     elif "eip" in add and not spec["nat"]:
         spec["eip"] = spec["eip"] or {"bandwidth": 5}
+    if {"alb", "slb"} <= add:
+        delta["unmapped"].append("SLB (one load balancer per template; the ALB was used)")
     for kind in ("alb", "slb"):
         if kind in add:
             current = spec["load_balancer"] or {}
@@ -826,7 +829,7 @@ def _ros_nat(ros: _Ros) -> None:
     for index in range(1, len(spec["vswitches"]) + 1):
         ros.add(f"SnatEntry{index}", "snat_entry", {"SnatTableId": _att("NatGateway", "SNatTableId"),
                                                     "SnatIp": _att("Eip", "EipAddress"),
-                                                    "SourceVSwitchId": _ref(f"VSwitch{index}")},
+                                                    "SourceVSwitchIds": [_ref(f"VSwitch{index}")]},
                 taggable=None, DependsOn=["EipAssociation"])
     ros.output("NatGatewayId", "ID of the NAT gateway.", _att("NatGateway", "NatGatewayId"))
 

@@ -85,14 +85,14 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
     }, {"NatGatewayId", "SNatTableId", "ForwardTableId"}),
     "ALIYUN::VPC::EIP": _schema(set(), {
         "Bandwidth": "integer", "InternetChargeType": "string", "Name": "string", "Description": "string",
-        "ISP": "string", "Netmode": "string", "InstanceChargeType": "string", "DeletionProtection": "boolean", **_TAGS,
-    }, {"AllocationId", "EipAddress", "ISP", "Bandwidth"}),
+        "Isp": "string", "Netmode": "string", "InstanceChargeType": "string", "DeletionProtection": "boolean", **_TAGS,
+    }, {"AllocationId", "EipAddress", "Isp", "Bandwidth"}),
     "ALIYUN::VPC::EIPAssociation": _schema({"AllocationId", "InstanceId"}, {
         "AllocationId": "string", "InstanceId": "string", "InstanceType": "string", "PrivateIpAddress": "string",
         "Mode": "string",
     }, {"AllocationId", "EipAddress"}),
     "ALIYUN::VPC::SnatEntry": _schema({"SnatTableId", "SnatIp"}, {
-        "SnatTableId": "string", "SnatIp": "string", "SourceVSwitchId": "string", "SourceCIDR": "string",
+        "SnatTableId": "string", "SnatIp": "string", "SourceVSwitchIds": "list", "SourceCIDR": "string",
         "SnatEntryName": "string", "EipAffinity": "integer",
     }, {"SnatEntryId"}),
     "ALIYUN::RDS::DBInstance": _schema({"Engine", "EngineVersion", "DBInstanceClass", "DBInstanceStorage", "SecurityIPList"}, {
