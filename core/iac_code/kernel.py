@@ -14,7 +14,10 @@ import inspect
 import logging
 from typing import Any
 
+import httpx
 from a2a.server.agent_execution import AgentExecutor
+from a2a.server.tasks import BasePushNotificationSender, InMemoryPushNotificationConfigStore
+from a2a.utils.push_url_validator import validate_push_notification_url
 
 from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
@@ -89,11 +92,21 @@ class Kernel:
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
         self._server: TransportServer | None = None
+        self._push_client: httpx.AsyncClient | None = None
         self.interfaces: list[InterfaceInfo] = []
 
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
         handler_class = traced_handler_class() if self.config.tracing else KernelRequestHandler
+        push: dict[str, Any] = {}
+        if self.config.push_notifications:
+            # Until the queue-backed push plugins land: a2a-sdk's in-memory config store and
+            # direct sender, with its URL screening (no loopback, private or link-local hosts).
+            self._push_client = httpx.AsyncClient(timeout=5.0)
+            store = InMemoryPushNotificationConfigStore()
+            push = {"push_config_store": store, "push_url_validator": validate_push_notification_url,
+                    "push_sender": BasePushNotificationSender(
+                        self._push_client, store, push_url_validator=validate_push_notification_url)}
         self.request_handler = handler_class(
             agent_executor=self.executor,
             task_store=self.task_store,
@@ -103,6 +116,7 @@ class Kernel:
             turn_ends_in_input_required=isinstance(self.executor, RuntimeExecutor),
             contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
             permissions=self.permissions if isinstance(self.executor, RuntimeExecutor) else None,
+            **push,
         )
         self.dispatcher = JsonRpcDispatcher(
             self.request_handler, required_extensions=frozenset(self.config.required_extensions))
@@ -154,6 +168,9 @@ class Kernel:
             await self.request_handler.aclose()
         await self.contexts.stop()
         await self.writer.close()
+        if self._push_client is not None:
+            await self._push_client.aclose()
+            self._push_client = None
 
     async def serve_forever(self, stop: asyncio.Event | None = None) -> None:
         """Start, log where we listen, and run until ``stop`` is set."""

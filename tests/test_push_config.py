@@ -1,0 +1,49 @@
+"""Push-notification config methods follow the push-notifications setting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from iac_code.testing import A2A_HEADERS, RunningServer, send_message_body, start_server
+
+# A public literal address: it passes the URL screening without DNS. No test sends
+# an event after creating a config, so nothing is ever delivered to it.
+PUBLIC_HOOK = "https://8.8.8.8/a2a-hook"
+
+
+async def rpc(http: aiohttp.ClientSession, server: RunningServer, method: str, params: dict[str, Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+        return await r.json()
+
+
+async def test_push_config_crud_when_enabled() -> None:
+    async with start_server({"push-notifications": True}) as server, aiohttp.ClientSession() as http:
+        body = send_message_body("hello")
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            task_id = (await r.json())["result"]["task"]["id"]
+        created = await rpc(http, server, "CreateTaskPushNotificationConfig",
+                            {"taskId": task_id, "id": "hook-1", "url": PUBLIC_HOOK, "token": "t-1"})
+        assert created["result"]["id"] == "hook-1" and created["result"]["url"] == PUBLIC_HOOK
+        got = await rpc(http, server, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "hook-1"})
+        assert got["result"]["url"] == PUBLIC_HOOK
+        listed = await rpc(http, server, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+        assert [c["id"] for c in listed["result"]["configs"]] == ["hook-1"]
+        for url in ("http://127.0.0.1:9/x", "http://localhost/x", "http://10.0.0.5/x", "ftp://8.8.8.8/x",
+                    "http://169.254.169.254/latest"):
+            refused = await rpc(http, server, "CreateTaskPushNotificationConfig",
+                                {"taskId": task_id, "id": "bad", "url": url})
+            assert refused["error"]["code"] == -32602, url
+        deleted = await rpc(http, server, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "hook-1"})
+        assert "error" not in deleted
+        listed = await rpc(http, server, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+        assert listed["result"].get("configs", []) == []
+
+
+async def test_push_config_refused_when_disabled() -> None:
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        reply = await rpc(http, server, "CreateTaskPushNotificationConfig",
+                          {"taskId": "t", "id": "hook-1", "url": PUBLIC_HOOK})
+        assert reply["error"]["code"] == -32003
