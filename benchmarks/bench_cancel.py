@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -23,9 +20,9 @@ import time
 from pathlib import Path
 
 import aiohttp
+from iac_server import pin_to_client_core, start_iac_code, stop_iac_code
 
 HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 
 
 async def one_round(http: aiohttp.ClientSession, url: str, index: int, cwd: str) -> tuple[float, float]:
@@ -59,27 +56,13 @@ async def one_round(http: aiohttp.ClientSession, url: str, index: int, cwd: str)
 
 async def main() -> int:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {1})
+    pin_to_client_core()
     workdir = Path(tempfile.mkdtemp(prefix="iac-code-bench-cancel-"))
     (workdir / "ws").mkdir()
     config = workdir / "server.yml"
     config.write_text(f"persistence-dir: {workdir / 'state'}\n")
-    command = [str(Path(sys.executable).parent / "iac-code"), "a2a", "--port", "0", "--config", str(config)]
-    if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
-        command = ["taskset", "-c", "0", *command]
-    proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE,
-                                                env={**os.environ, "IAC_CODE_CONFIG_DIR": str(workdir / "cfg")})
+    proc, url = await start_iac_code(config, workdir / "cfg")
     try:
-        assert proc.stderr is not None
-        url = ""
-        while not url:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
-            if not line:
-                raise RuntimeError("server exited early")
-            match = LISTENING.search(line)
-            url = match.group(1) if match else ""
         async with aiohttp.ClientSession() as http:
             await one_round(http, url, -1, str(workdir / "ws"))  # warm-up
             results = [await one_round(http, url, i, str(workdir / "ws")) for i in range(rounds)]
@@ -92,9 +75,7 @@ async def main() -> int:
         print("target met" if closes[p99] < 100 else "target NOT met")
         return 0
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+        await stop_iac_code(proc)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -21,10 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import re
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -34,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from iac_server import pin_to_client_core, start_iac_code, stop_iac_code
 
 HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 
 
 def rss_kib(pid: int) -> int:
@@ -143,29 +140,14 @@ async def main() -> int:
     parser.add_argument("--rounds", type=int, default=200, help="ListTasks requests per measurement")
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {1})
+    pin_to_client_core()
     workdir = Path(tempfile.mkdtemp(prefix="iac-code-bench-state-"))
     state = workdir / "state"
     await seed_tasks(state, args.seed_tasks)
     config = workdir / "server.yml"
     config.write_text(f"persistence-dir: {state}\ncontext-idle-timeout: 86400\n")
-    iac_code = str(Path(sys.executable).parent / "iac-code")
-    command = [iac_code, "a2a", "--port", "0", "--config", str(config)]
-    if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
-        command = ["taskset", "-c", "0", *command]
-    env = {**os.environ, "IAC_CODE_CONFIG_DIR": str(workdir / "cfg")}
-    proc = await asyncio.create_subprocess_exec(*command, env=env, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc, url = await start_iac_code(config, workdir / "cfg")
     try:
-        assert proc.stderr is not None
-        url = ""
-        while not url:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
-            if not line:
-                raise RuntimeError("server exited early")
-            match = LISTENING.search(line)
-            url = match.group(1) if match else ""
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=args.concurrency)) as http:
             await send_many(http, url, ["warm-up"] * 50, 1)  # imports, caches, allocator arenas
             gc.collect()
@@ -196,12 +178,7 @@ async def main() -> int:
         print("targets met" if ok else "targets NOT met")
         return 0
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
+        await stop_iac_code(proc)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -148,6 +148,9 @@ class Session:
         if result is None:
             yield self._say(self.t(m.INTERNAL_FAILURE))
             return
+        if not result.resources:  # nothing could be mapped: say so, write nothing
+            yield self._say(self.t(m.NOT_MAPPED, items=", ".join(result.unmapped) or self.turn.prompt[:200]))
+            return
         self.turn.session["generation"] = result.spec
         self._remember(result.text, result.file_name, result.format)
         yield self._say(self.t(m.TEMPLATE_READY, file=result.file_name))
