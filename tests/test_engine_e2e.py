@@ -142,3 +142,14 @@ async def test_unmappable_request_is_said_plainly(tmp_path: Path) -> None:
         text = answer_text(task["task"])
     assert "Kubernetes" in text and "Not included" in text
     assert "artifacts" not in task["task"] and list(tmp_path.iterdir()) == []
+
+
+async def test_review_report_is_localised(tmp_path: Path) -> None:
+    template = "resource \"alicloud_vpc\" \"v\" {\n  cidr_block = \"10.0.0.0/8\"\n}\n"
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        zh = (await rpc(http, server, message("review this\n" + template, "m1", "ctx-zh", tmp_path,
+                                              preferredLanguage="zh")))["result"]["task"]
+        en = (await rpc(http, server, message("review this\n" + template, "m2", "ctx-en", tmp_path)))["result"]["task"]
+    assert "审查结果" in answer_text(zh) and "Terraform 配置" in answer_text(zh)
+    assert answer_text(en).startswith("Review of the Terraform configuration:")
+    assert "IAC016" in answer_text(zh) and "IAC016" in answer_text(en)  # rule ids are never translated

@@ -85,6 +85,18 @@ ROS_NO_TEMPLATE = N_("Generate or convert a template first, then ask me to valid
 ROS_CALL_DONE = N_("ROS {action} succeeded.")
 ROS_CALL_FAILED = N_("ROS {action} failed: {error}")
 
+REVIEW_SUBJECT_ROS = N_("the ROS template")
+REVIEW_SUBJECT_TERRAFORM = N_("the Terraform configuration")
+REVIEW_SUBJECT_UNKNOWN = N_("the input (format not recognised)")
+REVIEW_CLEAN = N_("Review of {subject}: no findings.")
+REVIEW_HEADLINE = N_("Review of {subject}: errors {errors}, warnings {warnings}, notes {infos}.")
+REVIEW_FINDING = N_("[{severity}] {rule} at {location}")
+REVIEW_PROBLEM = N_("Problem: {message}")
+REVIEW_FIX = N_("Fix: {fix}")
+SEVERITY_ERROR = N_("error")
+SEVERITY_WARNING = N_("warning")
+SEVERITY_INFO = N_("note")
+
 ALL_MESSAGES: tuple[str, ...] = tuple(
     value for name, value in sorted(globals().items()) if name.isupper() and isinstance(value, str)
 )

@@ -173,8 +173,25 @@ class Session:
             yield event
         report = call.outcome.private if call.outcome is not None else None
         if report is not None:
-            for chunk in report.to_text().splitlines(keepends=True):
+            for chunk in self._report_lines(report):
                 yield TextDelta(chunk)
+
+    def _report_lines(self, report: Any) -> list[str]:
+        """The review as readable text in the turn's language (rule texts stay as the engine wrote them)."""
+        t = self.t
+        subject = t({"ros": m.REVIEW_SUBJECT_ROS, "terraform": m.REVIEW_SUBJECT_TERRAFORM}.get(
+            report.format, m.REVIEW_SUBJECT_UNKNOWN))
+        if not report.findings:
+            return [t(m.REVIEW_CLEAN, subject=subject) + "\n"]
+        severity = {"error": t(m.SEVERITY_ERROR), "warning": t(m.SEVERITY_WARNING), "info": t(m.SEVERITY_INFO)}
+        lines = [t(m.REVIEW_HEADLINE, subject=subject, errors=report.count("error"),
+                   warnings=report.count("warning"), infos=report.count("info")) + "\n"]
+        for finding in report.findings:
+            lines.append("\n" + t(m.REVIEW_FINDING, severity=severity.get(finding.severity, finding.severity),
+                                   rule=finding.rule_id, location=finding.location) + "\n")
+            lines.append("  " + t(m.REVIEW_PROBLEM, message=finding.message) + "\n")
+            lines.append("  " + t(m.REVIEW_FIX, fix=finding.fix) + "\n")
+        return lines
 
     async def convert(self) -> AsyncIterator[RuntimeEvent]:
         async for event in self._load_source(".tf"):
