@@ -21,10 +21,10 @@ from typing import Any
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
 from iac_code.storage import JsonDirectory, SnapshotWriter, file_key
+from iac_code.turns import ALREADY_WORKING
 
 logger = logging.getLogger(__name__)
 
-ALREADY_WORKING = "Task is already working."
 OTHER_WORKSPACE = "A2A context belongs to a different workspace."
 HISTORY_LIMIT = 100  # conversation entries kept per context
 
@@ -40,7 +40,6 @@ class ContextState:
     history: list[dict[str, str]] = field(default_factory=list)
     session: dict[str, Any] = field(default_factory=dict)
     running_task: str | None = None
-    waiting_input: bool = False
     last_used: float = field(default_factory=time.monotonic)
 
     def snapshot(self) -> dict[str, Any]:
@@ -118,10 +117,10 @@ class ContextRegistry:
         return state
 
     def evict_idle(self, now: float | None = None) -> int:
-        """Drop idle contexts (not running, not waiting for input) from memory."""
+        """Drop idle contexts from memory; a running turn (also one waiting for an answer) keeps its context."""
         now = time.monotonic() if now is None else now
         idle = [key for key, s in self._live.items()
-                if s.running_task is None and not s.waiting_input and now - s.last_used >= self.idle_timeout]
+                if s.running_task is None and now - s.last_used >= self.idle_timeout]
         for key in idle:
             del self._live[key]
         if idle:

@@ -106,7 +106,7 @@ class RuntimeExecutor(AgentExecutor):
                 language=turn_input.language or "en", channel=channel_fallback(reserved.channel),
                 manifest=turn_input.decoded.manifest, history=tuple(reserved.history), session=reserved.session,
                 metadata=turn_input.metadata)
-            answer = await self._run(turn, updater, reserved, context.call_context)
+            answer = await self._run(turn, updater, context.call_context)
             if answer is not None:
                 reserved.history.append({"role": "user", "text": turn.prompt})
                 reserved.history.append({"role": "assistant", "text": answer})
@@ -121,8 +121,7 @@ class RuntimeExecutor(AgentExecutor):
             if reserved is not None:
                 self.contexts.release(reserved)
 
-    async def _run(self, turn: TurnRequest, updater: TaskUpdater, reserved: ContextState,
-                   call_context: ServerCallContext) -> str | None:
+    async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = []
@@ -147,7 +146,7 @@ class RuntimeExecutor(AgentExecutor):
                     await updater.update_status(working, metadata={"iac_code": {"thinking": {
                         "type": "raw_thinking", "text": event.text[:FIELD_LIMIT]}}})
             elif isinstance(event, PermissionRequest):
-                event.allowed = await self._permission(event, turn, updater, reserved, call_context)
+                event.allowed = await self._permission(event, turn, updater, call_context)
             elif isinstance(event, TurnFailed):
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
                 await updater.update_status(
@@ -192,7 +191,7 @@ class RuntimeExecutor(AgentExecutor):
         return data
 
     async def _permission(self, request: PermissionRequest, turn: TurnRequest, updater: TaskUpdater,
-                          reserved: ContextState, call_context: ServerCallContext) -> bool:
+                          call_context: ServerCallContext) -> bool:
         """Decide one permission request: by policy, or by asking the caller (the turn pauses)."""
         task_id, context_id = turn.task_id, turn.context_id
         owner = resolve_user_scope(call_context)
@@ -200,7 +199,6 @@ class RuntimeExecutor(AgentExecutor):
         input_id = ""
         if decision is None:
             input_id, answer = self.broker.register(task_id, context_id, request.tool_use_id)
-            reserved.waiting_input = True
             try:
                 note = {"autoApproved": False, "pending": True, "toolName": request.tool_name,
                         "toolUseId": request.tool_use_id}
@@ -211,7 +209,6 @@ class RuntimeExecutor(AgentExecutor):
                 decision = Decision(await answer == ALLOW_ONCE, "interactive")
             finally:
                 self.broker.discard(task_id, input_id)
-                reserved.waiting_input = False
         recorded = await self._audit.append(audit_record(
             request, task_id=task_id, context_id=context_id, owner=owner, decision=decision, input_id=input_id))
         allowed = decision.allow and recorded  # an allow that cannot be audited fails closed

@@ -20,13 +20,11 @@ EMPTY_INPUT = N_("A2A server currently accepts text input only.")
 INVALID_WORKSPACE = N_("Invalid A2A workspace metadata.")
 TASK_CANCELED = N_("Task canceled.")
 INTERNAL_FAILURE = N_("The agent runtime failed unexpectedly. The error was logged on the server.")
-TEMPORARY_FAILURE = N_("A temporary error occurred. Please retry.")
 
 # ---------------------------------------------------------------- permission prompt
 PERMISSION_PROMPT = N_("{title} Allow once?")
 OPTION_ALLOW_ONCE = N_("Allow once")
 OPTION_DENY = N_("Deny")
-PERMISSION_DENIED_TO_RUNTIME = N_("Permission for {tool} was denied.")
 
 TITLE_CREATE_STACK = N_("Create {product} stack")
 TITLE_CONTINUE_CREATE_STACK = N_("Continue creating {product} stack")
@@ -46,12 +44,10 @@ PURPOSE_READ = N_("Read local data needed for the requested infrastructure task.
 PURPOSE_SHELL = N_("Execute a local command needed for the requested infrastructure task.")
 PURPOSE_FILE = N_("Write a file needed for the requested infrastructure task.")
 PURPOSE_OTHER = N_("Run this operation for the requested infrastructure task.")
-PURPOSE_FALLBACK = N_("Complete the requested infrastructure task.")
 
 TARGET_WORKSPACE = N_("the current local workspace")
 TARGET_WORKSPACE_FILE = N_("a file in the current workspace")
 TARGET_WORKSPACE_OR_ACCOUNT = N_("the current task workspace or cloud account")
-TARGET_FALLBACK = N_("the current task scope")
 TARGET_IN_REGION = N_("{operation} in {region}")
 TARGET_STACK = N_("{target}; stack {stack}")
 TARGET_COMMAND = N_("{target}; command: {command}")
@@ -70,8 +66,6 @@ OFFLINE_HELP = N_(
     "I can generate ROS templates (for example: \"Create a VPC with two vSwitches in cn-hangzhou.\"), "
     "review templates and convert Terraform to ROS. Tell me what you want to build."
 )
-VPC_TEMPLATE_INTRO = N_("Here is the ROS template for your VPC (vSwitches: {count}).")
-VPC_TEMPLATE_INTRO_REGION = N_("Here is the ROS template for your VPC in {region} (vSwitches: {count}).")
 
 TEMPLATE_READY = N_("Here is the template ({file}).")
 TEMPLATE_SAVED = N_("Saved {file} in the workspace.")

@@ -12,7 +12,7 @@ import os
 import tempfile
 from typing import Any
 
-from iac_code.messages import INVALID_WORKSPACE  # noqa: E402  (the catalog id doubles as the English text)
+from iac_code.messages import INVALID_WORKSPACE  # the catalog id doubles as the English text
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
