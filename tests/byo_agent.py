@@ -38,4 +38,22 @@ def make_executor() -> ShoutExecutor:
     return ShoutExecutor()
 
 
-__all__ = ["ShoutExecutor", "make_executor", "new_text_artifact"]
+__all__ = ["ShoutExecutor", "StatusFirstExecutor", "make_executor", "new_text_artifact"]
+
+
+class StatusFirstExecutor(AgentExecutor):
+    """Written to the SDK's older contract: it never enqueues a Task, its first event is a status update.
+
+    ``boom`` in the prompt makes it fail after starting work.
+    """
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.start_work()
+        if "boom" in context.get_user_input():
+            raise RuntimeError("the agent broke at /srv/secret/path")
+        await updater.add_artifact([Part(text="legacy output")], name="out")
+        await updater.complete(updater.new_agent_message([Part(text="done")]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()

@@ -10,15 +10,11 @@ import pytest
 
 from iac_code.testing import RunningServer, start_server
 
-# The offline runtime writes generated templates into the workspace, which asks
-# permission; these servers allow that one tool by rule so turns run to the end.
-ALLOW_WRITES = {"permission-rules": {"allow": ["write_file"]}}
-
-
 @pytest.fixture
 async def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RunningServer]:
+    """A server with the default configuration (writes ask permission)."""
     monkeypatch.chdir(tmp_path)  # the default workspace: generated files land here, not in the repository
-    async with start_server(ALLOW_WRITES) as running:
+    async with start_server() as running:
         yield running
 
 

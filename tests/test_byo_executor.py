@@ -107,3 +107,42 @@ async def test_sdk_subscription_follows_the_next_turn() -> None:
         states = [e["result"]["statusUpdate"]["status"]["state"] for e in events if "statusUpdate" in e["result"]]
         assert states[-1] == "TASK_STATE_COMPLETED"
         assert any("artifactUpdate" in e["result"] for e in events)
+
+
+async def test_executor_of_the_older_contract_runs_unchanged() -> None:
+    """Its first event is a status update: the task is created from it, and streams still begin with the Task."""
+    async with start_server({"agent-executor": "tests.byo_agent:StatusFirstExecutor"}) as server, \
+            aiohttp.ClientSession() as http:
+        task = (await _rpc(http, server.url, send_message_body("hello", message_id="u-1")))["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["history"][0]["messageId"] == "u-1" and task["history"][0]["role"] == "ROLE_USER"
+        assert task["artifacts"][0]["parts"][0]["text"] == "legacy output"
+
+        body = send_message_body("hello again", message_id="u-2", method="SendStreamingMessage")
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            events, _ = parse_sse(await asyncio.wait_for(r.text(), 10))
+        kinds = [next(iter(e["result"])) for e in events]
+        assert kinds == ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]
+        assert events[0]["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        assert events[0]["result"]["task"]["history"][0]["messageId"] == "u-2"
+        assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_failing_executor_errors_are_ours_and_observed(caplog: pytest.LogCaptureFixture) -> None:
+    import gc
+
+    async with start_server({"agent-executor": "tests.byo_agent:StatusFirstExecutor"}) as server, \
+            aiohttp.ClientSession() as http:
+        unary = await _rpc(http, server.url, send_message_body("boom", message_id="b-1"))
+        assert (unary["error"]["code"], unary["error"]["message"]) == (-32603, "Agent execution failed")
+        body = send_message_body("boom", message_id="b-2", method="SendStreamingMessage")
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            events, _ = parse_sse(await asyncio.wait_for(r.text(), 10))
+        assert (events[-1]["error"]["code"], events[-1]["error"]["message"]) == (-32603, "Agent execution failed")
+        states = [e["result"]["statusUpdate"]["status"]["state"] for e in events if "statusUpdate" in e.get("result", {})]
+        assert states[-1] == "TASK_STATE_FAILED"
+        listed = await _rpc(http, server.url, {"jsonrpc": "2.0", "id": 3, "method": "ListTasks", "params": {}})
+        assert {t["status"]["state"] for t in listed["result"]["tasks"]} == {"TASK_STATE_FAILED"}
+        assert "/srv/secret" not in json.dumps([unary, events, listed])
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

@@ -22,7 +22,16 @@ import yaml
 
 from iac_code.auth import ANONYMOUS_PRINCIPAL
 from iac_code.dispatcher import CallInfo
-from iac_code.testing import A2A_HEADERS, RunningServer, send_message_body, start_server
+from iac_code.testing import (
+    A2A_HEADERS,
+    RunningServer,
+    parse_sse,
+    permission_answer_body,
+    permission_envelope,
+    send_and_answer,
+    send_message_body,
+    start_server,
+)
 from tests.runtimes import GatedRuntimePlugin, ProbePlugin
 
 
@@ -86,12 +95,12 @@ async def test_new_context_and_follow_up_sees_earlier_turn(probe: Caller) -> Non
 async def test_offline_runtime_follow_up_edits_the_template(server: RunningServer,
                                                              http: aiohttp.ClientSession) -> None:
     caller = Caller(server, http)
-    first = (await caller(message("Create a VPC with two vSwitches", "m1")))["result"]["task"]
-    follow = (await caller(message("add another vSwitch", "m2", contextId=first["contextId"])))["result"]["task"]
+    first = await send_and_answer(caller, message("Create a VPC with two vSwitches", "m1"))
+    follow = await send_and_answer(caller, message("add another vSwitch", "m2", contextId=first["contextId"]))
     text = [m for m in follow["history"] if m["role"] == "ROLE_AGENT"][-1]["parts"][0]["text"]
     template = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
     assert [r["Type"] for r in template["Resources"].values()].count("ALIYUN::ECS::VSwitch") == 3
-    fresh = (await caller(message("add another vSwitch", "m3")))["result"]["task"]
+    fresh = await send_and_answer(caller, message("add another vSwitch", "m3"))
     assert "ALIYUN::ECS::VSwitch" not in json.dumps(fresh)
 
 
@@ -272,7 +281,7 @@ async def test_list_tasks_order_filters_and_pages(probe: Caller) -> None:
 
 async def test_list_tasks_include_artifacts(server: RunningServer, http: aiohttp.ClientSession) -> None:
     caller = Caller(server, http)
-    task = (await caller(message("Create a VPC with two vSwitches", "m1")))["result"]["task"]
+    task = await send_and_answer(caller, message("Create a VPC with two vSwitches", "m1"))
     plain = (await caller({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}))["result"]["tasks"]
     assert "artifacts" not in plain[0]
     full = await caller({"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {"includeArtifacts": True}})
@@ -296,8 +305,12 @@ async def test_template_artifact_is_a_file_url(server: RunningServer, http: aioh
     body = message("Create a VPC with two vSwitches", "m1")
     body["method"] = "SendStreamingMessage"
     async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
-        raw = await r.text()
-    events = [json.loads(line[6:]) for line in raw.split("\r\n") if line.startswith("data: ")]
+        events, _ = parse_sse(await r.text())
+    envelope = permission_envelope(events[-1]["result"]["statusUpdate"])  # the stream ended at the write's question
+    assert envelope is not None and envelope["toolName"] == "write_file"
+    answer = permission_answer_body(envelope, method="SendStreamingMessage")
+    async with http.post(server.url, json=answer, headers=A2A_HEADERS) as r:
+        events += parse_sse(await r.text())[0]
     updates = [e["result"]["artifactUpdate"] for e in events if "artifactUpdate" in e["result"]]
     assert len(updates) == 1
     part = updates[0]["artifact"]["parts"][0]

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.testing import A2A_HEADERS, RunningServer, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, RunningServer, send_and_answer, send_message_body, start_server
 from tests.ros_standin import ros_standin
 
 TERRAFORM = '''
@@ -42,6 +42,11 @@ async def rpc(http: aiohttp.ClientSession, server: RunningServer, body: dict[str
         return await r.json()
 
 
+async def turn(http: aiohttp.ClientSession, server: RunningServer, body: dict[str, Any]) -> dict[str, Any]:
+    """Send a message and allow every permission it asks (default configuration: writes ask)."""
+    return await send_and_answer(lambda b: rpc(http, server, b), body)
+
+
 def message(text: str, message_id: str, context_id: str, cwd: Path, **metadata: Any) -> dict[str, Any]:
     body = send_message_body(text, message_id=message_id, contextId=context_id)
     body["params"]["message"]["metadata"] = {"iac_code": {"cwd": str(cwd), **metadata}}
@@ -62,34 +67,32 @@ def resource_types(template: dict[str, Any]) -> list[str]:
 
 async def test_generate_edit_review_convert_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "network.tf").write_text(TERRAFORM)
-    async with ros_standin() as ros, start_server({"permission-rules": {"allow": ["write_file"]}}) as server, \
-            aiohttp.ClientSession() as http:
+    async with ros_standin() as ros, start_server() as server, aiohttp.ClientSession() as http:
         monkeypatch.setenv("IACCODE_ALIYUN_ROS_ENDPOINT", ros.endpoint)
         monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAItestkey000000")
         monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret-value")
         ctx = "ctx-e2e"
 
         # 1. generate
-        first = (await rpc(http, server, message("Create a VPC with two vSwitches in cn-hangzhou", "m1", ctx,
-                                                 tmp_path)))["result"]["task"]
+        first = await turn(http, server, message("Create a VPC with two vSwitches in cn-hangzhou", "m1", ctx, tmp_path))
         template = fenced(answer_text(first))
         assert resource_types(template).count("ALIYUN::ECS::VSwitch") == 2
         assert (tmp_path / "template.ros.yaml").exists()
         assert first["artifacts"][0]["parts"][0]["url"].startswith("file://")
 
         # 2. follow-up edit in the same context
-        second = (await rpc(http, server, message("use 3 vSwitches", "m2", ctx, tmp_path)))["result"]["task"]
+        second = await turn(http, server, message("use 3 vSwitches", "m2", ctx, tmp_path))
         edited = fenced(answer_text(second))
         assert resource_types(edited).count("ALIYUN::ECS::VSwitch") == 3
         assert yaml.safe_load((tmp_path / "template.ros.yaml").read_text()) == edited
 
         # 3. review the artifact (the workspace file the turn wrote)
-        third = (await rpc(http, server, message("review template.ros.yaml", "m3", ctx, tmp_path)))["result"]["task"]
+        third = await turn(http, server, message("review template.ros.yaml", "m3", ctx, tmp_path))
         report = json.loads(Path(third["artifacts"][0]["parts"][0]["url"][len("file://"):]).read_text())
         assert report["format"] == "ros" and "summary" in report
 
         # 4. convert a Terraform file from the workspace
-        fourth = (await rpc(http, server, message("convert network.tf to ROS", "m4", ctx, tmp_path)))["result"]["task"]
+        fourth = await turn(http, server, message("convert network.tf to ROS", "m4", ctx, tmp_path))
         converted = fenced(answer_text(fourth))
         assert sorted(resource_types(converted)) == ["ALIYUN::ECS::VPC", "ALIYUN::ECS::VSwitch"]
 
@@ -103,14 +106,13 @@ async def test_generate_edit_review_convert_deploy(tmp_path: Path, monkeypatch: 
         answer["params"]["message"]["parts"] = [{"mediaType": "application/json", "data": {
             "schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
             "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": "allow_once"}}]
-        ack = await rpc(http, server, answer)
-        assert ack["result"]["message"]["parts"][0]["data"]["accepted"] is True
-        for _ in range(250):
-            got = (await rpc(http, server, {"jsonrpc": "2.0", "id": 1, "method": "GetTask",
-                                            "params": {"id": envelope["requestTaskId"]}}))["result"]
-            if got["metadata"].get("iac_code", {}).get("assistantFinal"):
-                break
-            await asyncio.sleep(0.02)
+        # the unary answer returns when the turn stops again, the permission_ack in the history
+        got = (await rpc(http, server, answer))["result"]["task"]
+        assert got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert got["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
+        acks = [p["data"] for m in got["history"] for p in m["parts"] if p.get("data", {}).get("kind") == "permission_ack"]
+        assert acks == [{"schemaVersion": 1, "kind": "permission_ack", "inputId": envelope["inputId"],
+                         "toolUseId": envelope["toolUseId"], "decision": "allow_once", "accepted": True}]
         assert "CreateStack" in ros.actions()
         created = ros.requests[ros.actions().index("CreateStack")]
         assert created["StackName"] == "demo-stack" and "ROSTemplateFormatVersion" in created["TemplateBody"]
@@ -136,8 +138,7 @@ async def test_skill_hint_wins(tmp_path: Path) -> None:
 
 
 async def test_unmappable_request_is_said_plainly(tmp_path: Path) -> None:
-    async with start_server({"permission-rules": {"allow": ["write_file"]}}) as server, \
-            aiohttp.ClientSession() as http:
+    async with start_server() as server, aiohttp.ClientSession() as http:
         task = (await rpc(http, server, message("create a Kubernetes cluster", "m1", "ctx-k8s", tmp_path)))["result"]
         text = answer_text(task["task"])
     assert "Kubernetes" in text and "Not included" in text

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.testing import A2A_HEADERS, RunningServer, parse_sse, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, RunningServer, parse_sse, permission_answer_body, send_message_body, start_server
 from tests.runtimes import GatedRuntimePlugin, settings
 
 
@@ -60,9 +60,11 @@ async def test_seed_send_message_returns_ros_template(server: RunningServer, htt
                                                       tmp_path: Path) -> None:
     body = json.loads(json.dumps(SEED_BODY))
     body["params"]["message"]["metadata"]["iac_code"]["cwd"] = str(tmp_path)
-    reply = await rpc(http, server, body)
-    assert reply["id"] == "1" and "error" not in reply
-    task = reply["result"]["task"]
+    paused = (await rpc(http, server, body))["result"]["task"]
+    assert paused["metadata"]["iac_code"]["input"]["toolName"] == "write_file"  # writing asks first
+    assert not (tmp_path / "template.ros.yaml").exists()
+    task = (await rpc(http, server, permission_answer_body(paused["metadata"]["iac_code"]["input"])))["result"]["task"]
+    assert task["id"] == paused["id"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert task["history"][0]["messageId"] == "msg-1"
     text = final_text(task)
@@ -76,7 +78,7 @@ async def test_seed_send_message_returns_ros_template(server: RunningServer, htt
         if resource["Type"] == "ALIYUN::ECS::VSwitch":
             assert resource["Properties"]["VpcId"] == {"Ref": vpc_id}
     saved = tmp_path / "template.ros.yaml"
-    assert yaml.safe_load(saved.read_text()) == template  # written into the workspace (permission rule)
+    assert yaml.safe_load(saved.read_text()) == template  # written into the workspace once allowed
 
 
 @pytest.mark.parametrize(("prompt", "count"), [("Create a VPC with 3 vSwitches in cn-shanghai", 3),

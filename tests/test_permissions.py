@@ -56,43 +56,58 @@ async def pending_permission(server: RunningServer, http: aiohttp.ClientSession,
     return task, task["metadata"]["iac_code"]["input"]
 
 
-async def wait_for_final(http: aiohttp.ClientSession, server: RunningServer, task_id: str) -> dict[str, Any]:
-    for _ in range(250):
-        task = (await rpc(http, server, {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}))
-        result = task["result"]
-        final = result["metadata"].get("iac_code", {}).get("assistantFinal")
-        if result["status"]["state"] != "TASK_STATE_WORKING" and final:
-            return result
-        await asyncio.sleep(0.02)
-    raise AssertionError("turn did not finish")
+def sse(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in text.split("\r\n") if line.startswith("data: ")]
+
+
+def kind_of(event: dict[str, Any]) -> str:
+    return next(iter(event["result"]))
+
+
+def state_of(event: dict[str, Any]) -> str | None:
+    result = event["result"]
+    body = result.get("statusUpdate") or result.get("task")
+    return body["status"]["state"] if body else None
+
+
+async def stream(http: aiohttp.ClientSession, server: RunningServer, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The whole SSE stream: it must end by itself (bounded wait)."""
+    body = {**body, "method": "SendStreamingMessage"}
+    async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+        return sse(await asyncio.wait_for(r.text(), 10))
+
+
+def acks_in(task: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p["data"] for m in task.get("history", []) for p in m["parts"]
+            if p.get("data", {}).get("kind") == "permission_ack"]
 
 
 async def test_interactive_allow_streams_the_whole_flow() -> None:
     async with tools_server() as (server, http, plugin):
-        body = send_message_body("deploy", method="SendStreamingMessage", contextId="ctx-stream")
-        async with http.post(server.url, json=body, headers=A2A_HEADERS) as stream:
-            envelope = None
-            while envelope is None:
-                line = (await asyncio.wait_for(stream.content.readline(), 10)).decode()
-                event = json.loads(line[6:]) if line.startswith("data: ") else {}
-                update = event.get("result", {}).get("statusUpdate")
-                if update and update["status"]["state"] == "TASK_STATE_INPUT_REQUIRED":
-                    envelope = update["metadata"]["iac_code"]["input"]
-                    assert update["metadata"]["iac_code"]["permission"] == {
-                        "autoApproved": False, "pending": True, "toolName": "aliyun_api", "toolUseId": "tool-deploy"}
-            ack = await rpc(http, server, answer_body(envelope))
-            rest = await asyncio.wait_for(stream.text(), 10)
-        data = ack["result"]["message"]["parts"][0]["data"]
-        assert data == {"schemaVersion": 1, "kind": "permission_ack", "inputId": envelope["inputId"],
-                        "toolUseId": "tool-deploy", "decision": "allow_once", "accepted": True}
-        assert ack["result"]["message"]["role"] == "ROLE_AGENT"
-        later = [json.loads(line[6:]) for line in rest.split("\r\n") if line.startswith("data: ")]
-        received = [e["result"]["statusUpdate"]["metadata"]["iac_code"]["inputReceived"] for e in later
-                    if "inputReceived" in e["result"].get("statusUpdate", {}).get("metadata", {}).get("iac_code", {})]
-        assert received == [{"kind": "permission", "inputId": envelope["inputId"], "toolUseId": "tool-deploy",
-                             "decision": "allow_once"}]
-        assert "allowed and done" in rest
-        assert later[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        first = await stream(http, server, send_message_body("deploy", contextId="ctx-stream"))
+        assert kind_of(first[0]) == "task"
+        pause = first[-1]["result"]["statusUpdate"]
+        assert pause["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"  # the stream ended at the pause
+        assert pause["metadata"]["iac_code"]["permission"] == {
+            "autoApproved": False, "pending": True, "toolName": "aliyun_api", "toolUseId": "tool-deploy"}
+        envelope = pause["metadata"]["iac_code"]["input"]
+        assert plugin.runtime.decisions == []  # the turn waits for the answer
+
+        rest = await stream(http, server, answer_body(envelope))
+        assert kind_of(rest[0]) == "task" and state_of(rest[0]) == "TASK_STATE_INPUT_REQUIRED"
+        assert rest[0]["result"]["task"]["id"] == envelope["requestTaskId"]
+        resumed = rest[1]["result"]["statusUpdate"]
+        assert resumed["status"]["state"] == "TASK_STATE_WORKING"
+        ack = resumed["status"]["message"]
+        assert ack["role"] == "ROLE_AGENT" and ack["messageId"].startswith("permission-ack-")
+        assert ack["parts"][0]["data"] == {"schemaVersion": 1, "kind": "permission_ack", "inputId": envelope["inputId"],
+                                           "toolUseId": "tool-deploy", "decision": "allow_once", "accepted": True}
+        assert resumed["metadata"]["iac_code"]["inputReceived"] == {
+            "kind": "permission", "inputId": envelope["inputId"], "toolUseId": "tool-deploy", "decision": "allow_once"}
+        assert "allowed and done" in json.dumps(rest)
+        assert state_of(rest[-1]) == "TASK_STATE_INPUT_REQUIRED"
+        assert "assistantFinal" in rest[-2]["result"]["statusUpdate"]["metadata"]["iac_code"]
+        assert [state_of(e) for e in rest[1:-1]] == ["TASK_STATE_WORKING"] * (len(rest) - 2)
         assert plugin.runtime.decisions == [("aliyun_api", True)]
     assert envelope["schemaVersion"] == 1 and envelope["kind"] == "permission"
     assert envelope["toolName"] == "aliyun_api" and envelope["isReadOnly"] is False
@@ -104,16 +119,63 @@ async def test_interactive_allow_streams_the_whole_flow() -> None:
     assert "hunter2" not in json.dumps(envelope)
 
 
+async def test_streamed_answer_stops_at_the_next_permission() -> None:
+    async with tools_server() as (server, http, plugin):
+        first = await stream(http, server, send_message_body("deploy twice", contextId="ctx-twice"))
+        envelope = first[-1]["result"]["statusUpdate"]["metadata"]["iac_code"]["input"]
+        rest = await stream(http, server, answer_body(envelope))
+        second = rest[-1]["result"]["statusUpdate"]
+        assert second["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert second["metadata"]["iac_code"]["input"]["toolUseId"] == "tool-deploy-1"
+        assert plugin.runtime.decisions == [("aliyun_api", True)]
+        # a SubscribeToTask while paused: the task, and the stream ends there
+        body = {"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": {"id": envelope["requestTaskId"]}}
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            subscribed = sse(await asyncio.wait_for(r.text(), 10))
+        assert [kind_of(e) for e in subscribed] == ["task"]
+        assert state_of(subscribed[0]) == "TASK_STATE_INPUT_REQUIRED"
+        final = (await rpc(http, server, answer_body(second["metadata"]["iac_code"]["input"], "deny",
+                                                     message_id="answer-2")))["result"]["task"]
+        assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
+        assert [a["decision"] for a in acks_in(final)] == ["allow_once", "deny"]
+        assert plugin.runtime.decisions == [("aliyun_api", True), ("aliyun_api", False)]
+
+
 async def test_deny_and_second_answer() -> None:
     async with tools_server() as (server, http, plugin):
         task, envelope = await pending_permission(server, http)
-        ack = await rpc(http, server, answer_body(envelope, "deny"))
-        assert ack["result"]["message"]["parts"][0]["data"]["decision"] == "deny"
-        final = await wait_for_final(http, server, task["id"])
-        assert final["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        final = (await rpc(http, server, answer_body(envelope, "deny")))["result"]["task"]
+        assert final["id"] == task["id"] and final["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
+        assert acks_in(final) == [{"schemaVersion": 1, "kind": "permission_ack", "inputId": envelope["inputId"],
+                                   "toolUseId": "tool-deploy", "decision": "deny", "accepted": True}]
         assert plugin.runtime.decisions == [("aliyun_api", False)]
         again = await rpc(http, server, answer_body(envelope, message_id="answer-2"))
         assert again["error"]["message"] == "permission_resume_invalid: pending permission is not active."
+
+
+async def test_answer_with_return_immediately_gets_the_ack() -> None:
+    async with tools_server() as (server, http, plugin):
+        task, envelope = await pending_permission(server, http)
+        body = answer_body(envelope)
+        body["params"]["configuration"] = {"returnImmediately": True}
+        ack = (await rpc(http, server, body))["result"]["message"]
+        assert ack["taskId"] == task["id"] and ack["parts"][0]["data"]["kind"] == "permission_ack"
+        assert ack["parts"][0]["data"]["decision"] == "allow_once"
+        # the turn goes on by itself; a SubscribeToTask follows it to its end
+        sub = {"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": {"id": task["id"]}}
+        async with http.post(server.url, json=sub, headers=A2A_HEADERS) as r:
+            text = await asyncio.wait_for(r.text(), 10)
+            events = sse(text) if r.content_type == "text/event-stream" else [json.loads(text)]
+        if "error" in events[0]:  # the turn had already ended
+            assert events[0]["error"]["message"] == f"Task {task['id']} is not active"
+        else:
+            assert state_of(events[-1]) == "TASK_STATE_INPUT_REQUIRED"
+        final = (await rpc(http, server, {"jsonrpc": "2.0", "id": 4, "method": "GetTask",
+                                          "params": {"id": task["id"]}}))["result"]
+        assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
+        assert acks_in(final)[0]["inputId"] == envelope["inputId"]
+        assert plugin.runtime.decisions == [("aliyun_api", True)]
 
 
 BAD_ANSWERS = [
@@ -140,13 +202,10 @@ async def test_bad_answers_are_refused_and_keep_the_request() -> None:
             reply = await rpc(http, server, answer_body(envelope, message_id=f"bad-{index}", **dict(changes)))
             assert reply["error"]["code"] == -32602, changes
             assert reply["error"]["message"] == text, changes
-        streamed = answer_body(envelope, message_id="good")
-        streamed["method"] = "SendStreamingMessage"
-        async with http.post(server.url, json=streamed, headers=A2A_HEADERS) as r:
-            events = [json.loads(line[6:]) for line in (await r.text()).split("\r\n") if line.startswith("data: ")]
-        assert [next(iter(e["result"])) for e in events] == ["message"]
-        assert events[0]["result"]["message"]["parts"][0]["data"]["kind"] == "permission_ack"
-        await wait_for_final(http, server, task["id"])
+        events = await stream(http, server, answer_body(envelope, message_id="good"))
+        assert kind_of(events[0]) == "task"
+        assert acks_in({"history": [e["result"]["statusUpdate"]["status"]["message"] for e in events[1:2]]})
+        assert state_of(events[-1]) == "TASK_STATE_INPUT_REQUIRED"
         assert plugin.runtime.decisions == [("aliyun_api", True)]
 
 
@@ -166,8 +225,8 @@ async def test_waiting_context_is_not_evicted() -> None:
         contexts = server.kernel.contexts
         assert contexts.evict_idle(now=time.monotonic() + 3600) == 0  # long idle, but waiting for an answer
         assert contexts.loaded("", task["contextId"])
-        await rpc(http, server, answer_body(envelope))
-        await wait_for_final(http, server, task["id"])
+        final = (await rpc(http, server, answer_body(envelope)))["result"]["task"]
+        assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
         assert plugin.runtime.decisions == [("aliyun_api", True)]
 
 
@@ -190,7 +249,8 @@ async def test_policy(tmp_path: Path, settings: dict[str, Any], prompt: str, exp
         assert pending is asked
         if asked:
             return
-        final = await wait_for_final(http, server, task["id"])
+        final = task  # decided without asking: the unary call returned at the end of the turn
+        assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
         assert plugin.runtime.decisions == [(plugin.runtime.decisions[0][0], expected)]
         assert final["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     records = [json.loads(line) for line in audit.read_text().splitlines()]
@@ -204,7 +264,7 @@ async def test_allow_fails_closed_without_audit(tmp_path: Path) -> None:
     async with tools_server(**{"auto-approve-permissions": True,
                                "permission-audit-log": str(blocker / "audit.jsonl")}) as (server, http, plugin):
         task = (await rpc(http, server, send_message_body("read", message_id="m1")))["result"]["task"]
-        await wait_for_final(http, server, task["id"])
+        assert task["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
         assert plugin.runtime.decisions == [("read_file", False)]
 
 
@@ -301,8 +361,8 @@ async def test_answer_of_another_kind_is_refused_and_request_kept() -> None:
         wrong = answer_body(envelope, message_id="wrong-kind", data={"kind": "approval"})
         reply = await rpc(http, server, wrong)
         assert reply["error"]["code"] == -32004 and reply["error"]["message"] == "Task is already working."
-        await rpc(http, server, answer_body(envelope))
-        await wait_for_final(http, server, task["id"])
+        final = (await rpc(http, server, answer_body(envelope)))["result"]["task"]
+        assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
         assert plugin.runtime.decisions == [("aliyun_api", True)]
 
 
@@ -314,40 +374,3 @@ async def test_user_facing_errors_are_localised() -> None:
     text = task["status"]["message"]["parts"][0]["text"]
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert text and text != "Invalid A2A workspace metadata."
-
-
-async def test_sdk_client_permission_round_trip() -> None:
-    import httpx
-    from a2a.client import ClientConfig, ClientFactory
-    from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
-    from google.protobuf.json_format import MessageToDict
-    from google.protobuf.struct_pb2 import Struct, Value
-
-    async with tools_server() as (server, _, plugin), httpx.AsyncClient() as http:
-        client = await ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create_from_url(server.url)
-        request = SendMessageRequest(message=Message(message_id="sdk-1", role=Role.ROLE_USER,
-                                                     parts=[Part(text="deploy")]))
-        envelope = None
-        async for event in client.send_message(request):
-            if event.HasField("status_update") and \
-                    event.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-                envelope = MessageToDict(event.status_update.metadata)["iac_code"]["input"]
-                break
-        assert envelope is not None
-        data = Struct()
-        data.update({"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
-                     "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": "allow_once"})
-        answer = SendMessageRequest(message=Message(
-            message_id="sdk-2", role=Role.ROLE_USER, task_id=envelope["requestTaskId"],
-            context_id=envelope["contextId"],
-            parts=[Part(data=Value(struct_value=data), media_type="application/json")]))
-        acks = [e async for e in client.send_message(answer)]
-        assert MessageToDict(acks[0].message)["parts"][0]["data"]["kind"] == "permission_ack"
-        for _ in range(250):
-            task = await client.get_task(GetTaskRequest(id=envelope["requestTaskId"]))
-            if "assistantFinal" in MessageToDict(task.metadata).get("iac_code", {}):
-                break
-            await asyncio.sleep(0.02)
-        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert plugin.runtime.decisions == [("aliyun_api", True)]
-        await client.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +20,9 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct, Value
 
 from iac_code.testing import start_server
 
@@ -30,7 +34,7 @@ def _request(text: str, **fields: str) -> SendMessageRequest:
 
 async def test_sdk_client_streaming_and_unary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    async with start_server({"permission-rules": {"allow": ["write_file"]}}) as server, httpx.AsyncClient() as http:
+    async with start_server() as server, httpx.AsyncClient() as http:
         factory = ClientFactory(ClientConfig(streaming=True, httpx_client=http))
         client = await factory.create_from_url(server.url)
         events = [e async for e in client.send_message(_request("Create a VPC with two vSwitches."))]
@@ -48,8 +52,8 @@ async def test_sdk_client_streaming_and_unary(tmp_path: Path, monkeypatch: pytes
         assert [t.id for t in listed.tasks] == [task_id]
         card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
         assert any(s.id == "iac_code_runtime_details" for s in card.skills)
-        with pytest.raises(TaskNotCancelableError):
-            await client.cancel_task(CancelTaskRequest(id=task_id))
+        canceled = await client.cancel_task(CancelTaskRequest(id=task_id))  # paused for a permission: cancelable
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
         await client.close()
 
         unary = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(server.url)
@@ -57,4 +61,120 @@ async def test_sdk_client_streaming_and_unary(tmp_path: Path, monkeypatch: pytes
         assert len(results) == 1
         assert results[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert results[0].task.context_id == "ctx-sdk"
+        with pytest.raises(TaskNotCancelableError):  # the turn is over: nothing runs
+            await unary.cancel_task(CancelTaskRequest(id=results[0].task.id))
         await unary.close()
+
+
+# ---------------------------------------------------------------------------- default configuration, permission pause
+
+VPC_PROMPT = "Create a VPC with two vSwitches."
+
+
+def _events_until_end(client: Any, request: SendMessageRequest) -> Any:
+    """Every event of ``client.send_message``; the stream must end by itself (bounded wait)."""
+
+    async def collect() -> list[Any]:
+        return [e async for e in client.send_message(request)]
+
+    return asyncio.wait_for(collect(), 15)
+
+
+def _envelope(event: Any) -> dict[str, Any]:
+    update = event.status_update
+    assert update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    return MessageToDict(update.metadata)["iac_code"]["input"]
+
+
+def _answer(envelope: dict[str, Any], decision: str, message_id: str) -> SendMessageRequest:
+    data = Struct()
+    data.update({"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
+                 "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": decision})
+    return SendMessageRequest(message=Message(
+        message_id=message_id, role=Role.ROLE_USER, task_id=envelope["requestTaskId"],
+        context_id=envelope["contextId"], parts=[Part(data=Value(struct_value=data), media_type="application/json")]))
+
+
+def _acks(task: Any) -> list[dict[str, Any]]:
+    return [MessageToDict(p)["data"] for m in task.history for p in m.parts
+            if p.HasField("data") and MessageToDict(p)["data"].get("kind") == "permission_ack"]
+
+
+@pytest.mark.parametrize("decision", ["allow_once", "deny"])
+async def test_sdk_streaming_client_answers_the_permission(decision: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    template = tmp_path / "template.ros.yaml"
+    async with start_server() as server, httpx.AsyncClient() as http:
+        client = await ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create_from_url(server.url)
+        events = await _events_until_end(client, _request(VPC_PROMPT))
+        assert events[0].WhichOneof("payload") == "task"
+        envelope = _envelope(events[-1])
+        assert envelope["toolName"] == "write_file"
+        assert envelope["schemaVersion"] == 1
+        assert not template.exists()  # paused before the write
+
+        rest = await _events_until_end(client, _answer(envelope, decision, "m-answer"))
+        assert rest[0].WhichOneof("payload") == "task"
+        assert rest[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        resumed = rest[1].status_update
+        assert resumed.status.state == TaskState.TASK_STATE_WORKING
+        ack = MessageToDict(resumed.status.message)
+        assert ack["parts"][0]["data"] == {"schemaVersion": 1, "kind": "permission_ack",
+                                           "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"],
+                                           "decision": decision, "accepted": True}
+        assert MessageToDict(resumed.metadata)["iac_code"]["inputReceived"]["decision"] == decision
+        last = rest[-1].status_update
+        assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert "input" not in MessageToDict(last.metadata).get("iac_code", {})
+        assert template.exists() is (decision == "allow_once")
+        await client.close()
+
+
+@pytest.mark.parametrize("decision", ["allow_once", "deny"])
+async def test_sdk_unary_client_answers_the_permission(decision: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    template = tmp_path / "template.ros.yaml"
+    async with start_server() as server, httpx.AsyncClient() as http:
+        client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(server.url)
+        [paused] = await _events_until_end(client, _request(VPC_PROMPT))
+        task = paused.task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        envelope = MessageToDict(task.metadata)["iac_code"]["input"]
+        assert envelope["toolName"] == "write_file" and not template.exists()
+
+        [done] = await _events_until_end(client, _answer(envelope, decision, "m-answer"))
+        final = done.task
+        assert final.id == task.id and final.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert MessageToDict(final.metadata)["iac_code"]["assistantFinal"] == {"complete": True}
+        assert [a["decision"] for a in _acks(final)] == [decision]
+        assert template.exists() is (decision == "allow_once")
+        ids = [m.message_id for m in final.history]
+        assert len(ids) == len(set(ids))  # every message has its own id
+        await client.close()
+
+
+async def test_follow_up_by_task_id_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message naming only ``taskId`` continues that task in its context (both kinds of runtime)."""
+    monkeypatch.chdir(tmp_path)
+    for settings, first, follow_up, end_state in (
+            ({}, "hello", "and now in French?", TaskState.TASK_STATE_INPUT_REQUIRED),
+            ({"agent-executor": "tests.byo_agent:ShoutExecutor"}, "why?", "because", TaskState.TASK_STATE_COMPLETED)):
+        async with start_server(settings) as server, httpx.AsyncClient() as http:
+            client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(server.url)
+            [opened] = await _events_until_end(client, _request(first))
+            task = opened.task
+            assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            [again] = await _events_until_end(client, _request(follow_up, task_id=task.id))
+            assert again.task.id == task.id and again.task.context_id == task.context_id
+            assert again.task.status.state == end_state
+            texts = [p.text for m in again.task.history for p in m.parts if m.role == Role.ROLE_USER]
+            assert follow_up in texts
+
+            other = _request("wrong context", task_id=task.id, context_id="ctx-somewhere-else")
+            with pytest.raises(InvalidParamsError):
+                await _events_until_end(client, other)
+            kept = await client.get_task(GetTaskRequest(id=task.id))
+            assert kept.status.state == end_state
+            await client.close()

@@ -27,7 +27,7 @@ DEPLOY_INPUT: dict[str, Any] = {"product": "ros", "action": "CreateStack",
 
 
 class ToolRuntime:
-    """``deploy`` → protected aliyun_api CreateStack; ``read`` → read_file; ``think`` → raw thinking."""
+    """``deploy`` → protected aliyun_api CreateStack (``deploy twice``: two of them); ``read`` → read_file; ``think`` → raw thinking."""
 
     name = "tools"
 
@@ -44,23 +44,24 @@ class ToolRuntime:
             yield TextDelta("thought about it")
             return
         if "read" in turn.prompt:
-            request = PermissionRequest("tool-read", "read_file", {"path": "main.tf"}, is_read_only=True)
+            requests = [PermissionRequest("tool-read", "read_file", {"path": "main.tf"}, is_read_only=True)]
         else:
-            request = PermissionRequest(
-                "tool-deploy", "aliyun_api", DEPLOY_INPUT, is_read_only=False,
+            requests = [PermissionRequest(
+                f"tool-deploy{'-' + str(n) if n else ''}", "aliyun_api", DEPLOY_INPUT, is_read_only=False,
                 operation={"product": "ros", "action": "CreateStack", "region": "cn-hangzhou",
-                           "stackName": "demo-stack"})
-        yield ToolStarted(request.tool_use_id, request.tool_name)
-        yield ToolInputDelta(request.tool_use_id, request.tool_name, json.dumps(request.input)[:10])
-        yield ToolInputComplete(request.tool_use_id, request.tool_name, request.input)
-        yield request
-        self.decisions.append((request.tool_name, request.allowed))
-        if request.allowed:
-            yield ToolCompleted(request.tool_use_id, request.tool_name, {"stackId": "stack-1", "log": "x" * 5000})
-            yield TextDelta("allowed and done")
-        else:
-            yield ToolFailed(request.tool_use_id, request.tool_name, "permission denied")
-            yield TextDelta("denied")
+                           "stackName": "demo-stack"}) for n in range(2 if "twice" in turn.prompt else 1)]
+        for request in requests:
+            yield ToolStarted(request.tool_use_id, request.tool_name)
+            yield ToolInputDelta(request.tool_use_id, request.tool_name, json.dumps(request.input)[:10])
+            yield ToolInputComplete(request.tool_use_id, request.tool_name, request.input)
+            yield request
+            self.decisions.append((request.tool_name, request.allowed))
+            if request.allowed:
+                yield ToolCompleted(request.tool_use_id, request.tool_name, {"stackId": "stack-1", "log": "x" * 5000})
+                yield TextDelta("allowed and done")
+            else:
+                yield ToolFailed(request.tool_use_id, request.tool_name, "permission denied")
+                yield TextDelta("denied")
 
 
 class ToolPlugin:

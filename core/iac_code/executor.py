@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -30,6 +31,7 @@ from iac_code.permissions import (
     Decision,
     PermissionBroker,
     PermissionPolicy,
+    ack_message,
     audit_record,
     envelope,
 )
@@ -56,10 +58,10 @@ INPUT_STATE_KEY = "iac_code.input"
 CONTEXT_STATE_KEY = "iac_code.context"
 
 
-def agent_message(task_id: str, context_id: str, message_id: str, text: str) -> Message:
-    """A ROLE_AGENT text message bound to the task."""
-    return Message(message_id=message_id, role=Role.ROLE_AGENT, parts=[Part(text=text)],
-                   task_id=task_id, context_id=context_id)
+def agent_message(task_id: str, context_id: str, kind: str, text: str) -> Message:
+    """A ROLE_AGENT text message bound to the task, with a unique ``<taskId>-<kind>-<hex>`` id."""
+    return Message(message_id=f"{task_id}-{kind}-{uuid.uuid4().hex[:16]}", role=Role.ROLE_AGENT,
+                   parts=[Part(text=text)], task_id=task_id, context_id=context_id)
 
 
 class RuntimeExecutor(AgentExecutor):
@@ -95,11 +97,11 @@ class RuntimeExecutor(AgentExecutor):
             turn_input: TurnInput | None = state.get(INPUT_STATE_KEY)
             t = translator(turn_input.language if turn_input is not None else None)
             if turn_input is not None and turn_input.error:
-                await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", t(turn_input.error)))
+                await updater.failed(agent_message(task_id, context_id, "4", t(turn_input.error)))
                 return
             if turn_input is None or reserved is None or (
                     not turn_input.decoded.prompt.strip() and not turn_input.decoded.manifest):
-                await updater.failed(agent_message(task_id, context_id, f"{task_id}-4", t(m.EMPTY_INPUT)))
+                await updater.failed(agent_message(task_id, context_id, "4", t(m.EMPTY_INPUT)))
                 return
             turn = TurnRequest(
                 context_id=context_id, task_id=task_id, prompt=turn_input.decoded.prompt, cwd=turn_input.cwd,
@@ -115,7 +117,7 @@ class RuntimeExecutor(AgentExecutor):
         except Exception:
             logger.exception("Agent runtime %r failed on task %s", getattr(self._runtime, "name", "?"), task_id)
             language = getattr(state.get(INPUT_STATE_KEY), "language", None)
-            await updater.failed(agent_message(task_id, context_id, f"{task_id}-4",
+            await updater.failed(agent_message(task_id, context_id, "4",
                                                translator(language)(m.INTERNAL_FAILURE)))
         finally:
             if reserved is not None:
@@ -126,13 +128,12 @@ class RuntimeExecutor(AgentExecutor):
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = []
         usage: Usage | None = None
-        delta_id = f"{task_id}-message"
         working = TaskState.TASK_STATE_WORKING
         async for event in self._runtime.run_turn(turn):
             if isinstance(event, TextDelta):
                 if event.text:
                     chunks.append(event.text)
-                    await updater.update_status(working, agent_message(task_id, context_id, delta_id, event.text))
+                    await updater.update_status(working, agent_message(task_id, context_id, "message", event.text))
             elif isinstance(event, Usage):
                 usage = event
             elif isinstance(event, ToolStarted | ToolInputDelta | ToolInputComplete | ToolCompleted | ToolFailed):
@@ -150,7 +151,7 @@ class RuntimeExecutor(AgentExecutor):
             elif isinstance(event, TurnFailed):
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
                 await updater.update_status(
-                    state, agent_message(task_id, context_id, f"{task_id}-{int(state)}", event.message[:1000]),
+                    state, agent_message(task_id, context_id, str(int(state)), event.message[:1000]),
                     metadata={"iac_code": {"error": {"retryable": event.retryable}}})
                 return None
         answer = "".join(chunks)
@@ -158,7 +159,7 @@ class RuntimeExecutor(AgentExecutor):
         if usage is not None:
             metadata["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
                                  "totalTokens": usage.input_tokens + usage.output_tokens}
-        await updater.update_status(working, agent_message(task_id, context_id, f"{task_id}-2", answer),
+        await updater.update_status(working, agent_message(task_id, context_id, "2", answer),
                                     metadata={"iac_code": metadata})
         await updater.requires_input()
         return answer
@@ -213,9 +214,12 @@ class RuntimeExecutor(AgentExecutor):
             request, task_id=task_id, context_id=context_id, owner=owner, decision=decision, input_id=input_id))
         allowed = decision.allow and recorded  # an allow that cannot be audited fails closed
         if decision.source == "interactive":
-            await updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {"inputReceived": {
+            effective = ALLOW_ONCE if allowed else DENY
+            ack = ack_message(task_id=task_id, context_id=context_id, input_id=input_id,
+                              tool_use_id=request.tool_use_id, decision=effective)
+            await updater.update_status(TaskState.TASK_STATE_WORKING, ack, metadata={"iac_code": {"inputReceived": {
                 "kind": "permission", "inputId": input_id, "toolUseId": request.tool_use_id,
-                "decision": ALLOW_ONCE if allowed else DENY}}})
+                "decision": effective}}})
         elif self._tool_trace:
             await updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {"permission": {
                 "autoApproved": allowed, "toolName": request.tool_name, "toolUseId": request.tool_use_id,
@@ -227,4 +231,4 @@ class RuntimeExecutor(AgentExecutor):
         context_id = context.context_id or ""
         updater = TaskUpdater(event_queue, task_id, context_id)
         language = getattr(context.call_context.state.get(INPUT_STATE_KEY), "language", None)
-        await updater.cancel(agent_message(task_id, context_id, f"{task_id}-5", translator(language)(m.TASK_CANCELED)))
+        await updater.cancel(agent_message(task_id, context_id, "5", translator(language)(m.TASK_CANCELED)))

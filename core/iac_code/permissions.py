@@ -19,12 +19,12 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a2a.types.a2a_pb2 import Message, Part, Role
+from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.struct_pb2 import Struct, Value
 
@@ -37,9 +37,11 @@ from iac_code.tool_metadata import input_shape, sanitise_text
 logger = logging.getLogger(__name__)
 
 ALLOW_ONCE = "allow_once"
+ACK_KIND = "permission_ack"
 DENY = "deny"
 ANSWER_FIELDS = frozenset({"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"})
 ALIYUN_API = "aliyun_api"
+PERMISSION_NOT_ACTIVE = "permission_resume_invalid: pending permission is not active."
 _EXACT_API_RULE = re.compile(r"aliyun_api\((?P<product>[A-Za-z0-9_-]+):(?P<action>[A-Za-z0-9_]+)\)")
 READ_TOOLS = frozenset({"read_file", "glob", "grep", "list_files"})
 FILE_TOOLS = frozenset({"write_file", "edit_file"})
@@ -167,7 +169,7 @@ class PermissionBroker:
         if pending is None:
             if self.pending_for(answer.task_id):
                 raise InvalidParamsError(message="input_response_mismatch: permission correlation does not match.")
-            raise InvalidParamsError(message="permission_resume_invalid: pending permission is not active.")
+            raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
         if (pending.context_id, pending.tool_use_id) != (answer.context_id, answer.tool_use_id):
             raise InvalidParamsError(message="input_response_mismatch: permission correlation does not match.")
         if pending.future.done():
@@ -210,14 +212,34 @@ def validate_answer(message: Message, raw_parts: list[Any]) -> Answer:
     return Answer(message.task_id, message.context_id, data["inputId"], data["toolUseId"], data["decision"])
 
 
-def ack_message(answer: Answer, effective: str | None = None) -> Message:
-    """The ``permission_ack`` DataPart returned for an accepted answer."""
+def ack_message(*, task_id: str, context_id: str, input_id: str, tool_use_id: str, decision: str) -> Message:
+    """The ``permission_ack`` DataPart message for an accepted answer (``decision`` is the effective one)."""
     data = Struct()
-    data.update({"schemaVersion": 1, "kind": "permission_ack", "inputId": answer.input_id,
-                 "toolUseId": answer.tool_use_id, "decision": effective or answer.decision, "accepted": True})
-    return Message(message_id=f"permission-ack-{uuid.uuid4().hex}", task_id=answer.task_id,
-                   context_id=answer.context_id, role=Role.ROLE_AGENT,
+    data.update({"schemaVersion": 1, "kind": ACK_KIND, "inputId": input_id,
+                 "toolUseId": tool_use_id, "decision": decision, "accepted": True})
+    return Message(message_id=f"permission-ack-{uuid.uuid4().hex}", task_id=task_id,
+                   context_id=context_id, role=Role.ROLE_AGENT,
                    parts=[Part(data=Value(struct_value=data), media_type="application/json")])
+
+
+def acknowledgement(input_id: str) -> Callable[[Any, Task], Message | None]:
+    """A turn-waiter pick: the ``permission_ack`` message of ``input_id`` once the turn publishes it."""
+
+    def pick(event: Any, task: Task) -> Message | None:
+        if not isinstance(event, TaskStatusUpdateEvent) or not event.status.HasField("message"):
+            return None
+        for part in event.status.message.parts:
+            fields = part.data.struct_value.fields
+            kind = fields.get("kind")
+            given = fields.get("inputId")
+            if kind is not None and kind.string_value == ACK_KIND and given is not None \
+                    and given.string_value == input_id:
+                ack = Message()
+                ack.CopyFrom(event.status.message)
+                return ack
+        return None
+
+    return pick
 
 
 # --------------------------------------------------------------------------- the envelope

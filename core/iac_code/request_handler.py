@@ -11,9 +11,13 @@ Two kernel additions:
    context is built, before a task exists, so refused input is a JSON-RPC error.
 2. For runtimes whose turns end in ``INPUT_REQUIRED`` (iac-code runtimes), a
    task resting there has *finished* its turn: it is not cancelable, has
-   nothing to subscribe to, and a second message mid-turn is refused.
-   Brought-in SDK executors keep the A2A meaning, where INPUT_REQUIRED is an
-   interrupted, live state whose subscribers follow the next turn.
+   nothing to subscribe to, and a second message mid-turn is refused. A turn
+   may also *pause* in INPUT_REQUIRED for a permission answer: every stream
+   closes at that update, a streamed answer streams the continuation up to the
+   next stop, and a unary answer returns at the next stop (or at once with the
+   ``permission_ack`` when ``returnImmediately`` is set). Brought-in SDK
+   executors keep the A2A meaning, where INPUT_REQUIRED is an interrupted,
+   live state whose subscribers follow the next turn.
 """
 
 from __future__ import annotations
@@ -53,14 +57,28 @@ from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
 from iac_code.inputs import InputDecoder, TurnInput, iac_code_metadata, normalise_channel, normalise_language
-from iac_code.permissions import PermissionBroker, ack_message, permission_answer_part, validate_answer
+from iac_code.permissions import (
+    PERMISSION_NOT_ACTIVE,
+    Answer,
+    PermissionBroker,
+    acknowledgement,
+    permission_answer_part,
+    validate_answer,
+)
 from iac_code.task_store import KernelTaskStore
-from iac_code.turns import TERMINAL_STATES, Subscription, Turn, TurnEngine
+from iac_code.turns import (
+    STOP_STATES,
+    TERMINAL_STATES,
+    Subscription,
+    Turn,
+    TurnEngine,
+    first_event,
+    until_stop,
+)
 from iac_code.workspace import WorkspaceError, resolve_workspace
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 INVALID_ID = "Invalid A2A id: ids are 1-128 characters of letters, digits, '_', '.', ':' or '-'."
-TURN_END_STATES = TERMINAL_STATES | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 
 
 def _limit_history(view: dict[str, Any], params: GetTaskRequest | ListTasksRequest) -> dict[str, Any]:
@@ -155,6 +173,9 @@ class KernelRequestHandler(DefaultRequestHandler):
             if context_id and existing.context_id != context_id:
                 raise InvalidParamsError(
                     message=f"Context {context_id} does not match context {existing.context_id} of task {task_id}")
+            if not context_id:  # a follow-up naming only the task continues the task's context
+                context_id = existing.context_id
+                params.message.context_id = context_id
             if existing.status.state in TERMINAL_STATES:
                 raise UnsupportedOperationError(
                     message=f"Task {task_id} is in terminal state: {TaskState.Name(existing.status.state)}")
@@ -181,8 +202,8 @@ class KernelRequestHandler(DefaultRequestHandler):
                 self._contexts.release(reserved)
             raise
 
-    async def _permission_reply(self, params: SendMessageRequest, context: ServerCallContext) -> Message | None:
-        """Answer a pending permission (the message is the caller's decision), or ``None``."""
+    def _permission_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
+        """The validated permission answer this message carries, or ``None`` for an ordinary message."""
         if self._permissions is None:
             return None
         raw = context.state.get(RAW_PARAMS_KEY)
@@ -190,20 +211,28 @@ class KernelRequestHandler(DefaultRequestHandler):
         parts = permission_answer_part(params.message, raw_message)
         if parts is None:
             return None
-        answer = validate_answer(params.message, parts)
-        if await self.task_store.get(answer.task_id, context) is None:
-            raise InvalidParamsError(message="permission_resume_invalid: pending permission is not active.")
-        self._permissions.resolve(answer)
-        return ack_message(answer)
+        return validate_answer(params.message, parts)
+
+    async def _paused_turn(self, answer: Answer, context: ServerCallContext) -> Turn:
+        """The running turn waiting for ``answer`` (the task must be the caller's)."""
+        turn = self.engine.running(answer.task_id)
+        if turn is None or await self.task_store.get(answer.task_id, context) is None:
+            raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
+        return turn
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
-        reply = await self._permission_reply(params, context)
-        if reply is not None:
-            return reply
-        request, existing = await self._prepare(params, context)
-        turn = await self._start(request, context, existing,
-                                 return_immediately=params.configuration.return_immediately)
-        result = await turn.result
+        immediately = params.configuration.return_immediately
+        answer = self._permission_answer(params, context)
+        if answer is not None:
+            turn = await self._paused_turn(answer, context)
+            self._permissions.resolve(answer)  # type: ignore[union-attr]
+            outcome = turn.wait(acknowledgement(answer.input_id) if immediately else until_stop)
+        else:
+            request, existing = await self._prepare(params, context)
+            turn = await self._start(request, context, existing)
+            # Registered before the producer first runs, so no event is missed.
+            outcome = turn.wait(first_event if immediately else until_stop)
+        result = await outcome
         if isinstance(result, Task):
             return apply_history_length(result, params.configuration)
         return result
@@ -212,14 +241,23 @@ class KernelRequestHandler(DefaultRequestHandler):
                                      context: ServerCallContext) -> AsyncGenerator[Any, None]:
         if not self._agent_card.capabilities.streaming:
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
-        reply = await self._permission_reply(params, context)
-        if reply is not None:
-            yield reply
-            return
-        request, existing = await self._prepare(params, context)
-        subscription = Subscription()
-        turn = await self._start(request, context, existing, subscription=subscription)
+        subscription = Subscription(ends_at_stop=self.turn_ends_in_input_required)
+        snapshot: Task | None = None
+        answer = self._permission_answer(params, context)
+        if answer is not None:
+            turn = await self._paused_turn(answer, context)
+            snapshot = await turn.attach(subscription)
+            try:
+                self._permissions.resolve(answer)  # type: ignore[union-attr]
+            except BaseException:
+                turn.detach(subscription)
+                raise
+        else:
+            request, existing = await self._prepare(params, context)
+            turn = await self._start(request, context, existing, subscription=subscription)
         try:
+            if snapshot is not None:  # the paused task, then the continuation up to the next stop
+                yield apply_history_length(snapshot, params.configuration)
             async for event in subscription.events():
                 yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
         finally:
@@ -297,7 +335,8 @@ class KernelRequestHandler(DefaultRequestHandler):
         if task.status.state in TERMINAL_STATES:
             raise UnsupportedOperationError(
                 message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}")
-        subscription = Subscription(follow_next_turn=not self.turn_ends_in_input_required)
+        iac_turn = self.turn_ends_in_input_required
+        subscription = Subscription(follow_next_turn=not iac_turn, ends_at_stop=iac_turn)
         if turn is not None:
             current = await turn.attach(subscription)
         else:
@@ -306,11 +345,10 @@ class KernelRequestHandler(DefaultRequestHandler):
         try:
             if current is not None:
                 yield current
+                if iac_turn and current.status.state in STOP_STATES:
+                    return  # paused for a permission answer: the stream of this turn ends here
             async for event in subscription.events():
                 yield event
-                state = event.status.state if isinstance(event, Task | TaskStatusUpdateEvent) else None
-                if self.turn_ends_in_input_required and state in TURN_END_STATES:
-                    return  # the turn is over: an iac-code subscription ends with it
         finally:
             if turn is not None:
                 turn.detach(subscription)

@@ -103,3 +103,37 @@ def parse_sse(body: str) -> tuple[list[dict[str, Any]], list[str]]:
             elif line:
                 other.append(line)
     return events, other
+
+
+def permission_envelope(task_or_update: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pending permission envelope (``metadata.iac_code.input``) of a task or status update, if any."""
+    envelope = task_or_update.get("metadata", {}).get("iac_code", {}).get("input")
+    return envelope if isinstance(envelope, dict) else None
+
+
+def permission_answer_body(envelope: Mapping[str, Any], decision: str = "allow_once", *,
+                           message_id: str = "answer-1", method: str = "SendMessage") -> dict[str, Any]:
+    """The JSON-RPC message answering a permission envelope (``allow_once`` or ``deny``)."""
+    body = send_message_body("", message_id=message_id, method=method,
+                             taskId=envelope["requestTaskId"], contextId=envelope["contextId"])
+    body["params"]["message"]["parts"] = [{"mediaType": "application/json", "data": {
+        "schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
+        "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": decision}}]
+    return body
+
+
+async def send_and_answer(post: Any, body: dict[str, Any], decision: str = "allow_once",
+                          max_questions: int = 5) -> dict[str, Any]:
+    """SendMessage ``body`` and answer each permission the turn asks; return the task at the turn's end.
+
+    ``post(body) -> reply`` sends one JSON-RPC request (any HTTP client).
+    """
+    task = (await post(body))["result"]["task"]
+    for n in range(max_questions):
+        envelope = permission_envelope(task)
+        if envelope is None:
+            return task
+        reply = await post(permission_answer_body(
+            envelope, decision, message_id=f"{body['params']['message']['messageId']}-answer-{n}"))
+        task = reply["result"]["task"]
+    raise AssertionError(f"the turn asked more than {max_questions} permissions")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +31,13 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import A2AError, InternalError, InvalidAgentResponseError, UnsupportedOperationError
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    InvalidAgentResponseError,
+    InvalidParamsError,
+    UnsupportedOperationError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +46,13 @@ TERMINAL_STATES = frozenset({
     TaskState.TASK_STATE_REJECTED,
 })
 INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+STOP_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 ALREADY_WORKING = "Task is already working."
+AGENT_FAILED = "Agent execution failed"
+AGENT_EVENT_INVALID = "The agent produced an invalid task event."
+EVENT_MISMATCH = "The agent produced an event for another task or context."
+NOTHING_PRODUCED = "Agent produced neither a task nor a message"
+TURN_OVER = "The task's turn has already ended."
 
 Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 
@@ -52,6 +64,11 @@ class _Failure:
 
 _END = object()
 
+Outcome = Task | Message
+# Chooses, from an applied task event and the task after it, what a waiting
+# caller returns; ``None`` keeps it waiting.
+Pick = Callable[[Event, Task], Outcome | None]
+
 
 def _copy(task: Task) -> Task:
     snapshot = Task()
@@ -60,7 +77,32 @@ def _copy(task: Task) -> Task:
 
 
 def _public_error(error: BaseException) -> A2AError:
-    return error if isinstance(error, A2AError) else InternalError(message="Agent execution failed")
+    return error if isinstance(error, A2AError) else InternalError(message=AGENT_FAILED)
+
+
+def _observe(future: asyncio.Future[Any]) -> None:
+    """Mark a future's exception as retrieved: its caller may have gone away."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _state_of(event: Any) -> int | None:
+    if isinstance(event, Task | TaskStatusUpdateEvent):
+        return event.status.state
+    return None
+
+
+def until_stop(event: Event, task: Task) -> Task | None:
+    """Blocking SendMessage: the task once it is interrupted or terminal (FAILED waits for the executor's end)."""
+    state = task.status.state
+    if state in STOP_STATES and state != TaskState.TASK_STATE_FAILED:
+        return _copy(task)
+    return None
+
+
+def first_event(event: Event, task: Task) -> Task:
+    """``returnImmediately``: the task as soon as it exists."""
+    return _copy(task)
 
 
 class Subscription:
@@ -68,11 +110,14 @@ class Subscription:
 
     ``follow_next_turn`` keeps the subscription alive when a turn ends in an
     interrupted state (the A2A meaning of INPUT_REQUIRED): it then waits for the
-    next turn of the task and ends only at a terminal state.
+    next turn of the task and ends only at a terminal state. ``ends_at_stop``
+    ends it at the first interrupted or terminal event instead (iac-code
+    turns, which may pause mid-turn for a permission answer).
     """
 
-    def __init__(self, follow_next_turn: bool = False) -> None:
+    def __init__(self, follow_next_turn: bool = False, ends_at_stop: bool = False) -> None:
         self.follow_next_turn = follow_next_turn
+        self.ends_at_stop = ends_at_stop
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
 
     def push(self, item: Any) -> None:
@@ -87,14 +132,11 @@ class Subscription:
             if isinstance(item, _Failure):
                 raise _public_error(item.error)
             yield item
-            if self.follow_next_turn and _state_of(item) in TERMINAL_STATES:
+            state = _state_of(item)
+            if self.ends_at_stop and state in STOP_STATES:
                 return
-
-
-def _state_of(event: Any) -> int | None:
-    if isinstance(event, Task | TaskStatusUpdateEvent):
-        return event.status.state
-    return None
+            if self.follow_next_turn and state in TERMINAL_STATES:
+                return
 
 
 class TurnEventQueue(EventQueue):
@@ -111,7 +153,7 @@ class Turn:
     """One run of ``AgentExecutor.execute`` for one task."""
 
     def __init__(self, engine: TurnEngine, request: RequestContext, call_context: ServerCallContext,
-                 existing: Task | None, *, return_immediately: bool = False) -> None:
+                 existing: Task | None) -> None:
         self.engine = engine
         self.task_id = request.task_id or ""
         self.context_id = request.context_id or ""
@@ -122,14 +164,37 @@ class Turn:
         self.subscribers: list[Subscription] = []
         self.lock = asyncio.Lock()
         self.done = asyncio.Event()
-        self.result: asyncio.Future[Task | Message] = asyncio.get_running_loop().create_future()
         self.producer: asyncio.Task[None] | None = None
-        self._return_immediately = return_immediately
+        self._waiters: list[tuple[Pick, asyncio.Future[Outcome]]] = []
         self._message_to_save = request.message
         self._task_created = existing is not None
         self._mode: bool | None = None  # True: task events, False: a single Message
         self._finished = False
         self._failed_task: Task | None = None
+
+    # ------------------------------------------------------------------ callers
+
+    def wait(self, pick: Pick = until_stop) -> asyncio.Future[Outcome]:
+        """A future for what ``pick`` chooses from the coming events (or the turn's end)."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_observe)
+        if self._finished:
+            future.set_exception(InternalError(message=TURN_OVER))
+        else:
+            self._waiters.append((pick, future))
+        return future
+
+    def _resolve(self, event: Event, task: Task | None) -> None:
+        waiting = []
+        for pick, future in self._waiters:
+            if future.done():
+                continue
+            outcome = event if task is None else pick(event, task)
+            if outcome is None:
+                waiting.append((pick, future))
+            else:
+                future.set_result(outcome)
+        self._waiters = waiting
 
     # ------------------------------------------------------------------ events
 
@@ -146,7 +211,7 @@ class Turn:
                 self._mode = False
                 self._finished = True
                 self._publish(event)
-                self._settle(event)
+                self._resolve(event, None)
                 return
             if not isinstance(event, Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent):
                 raise InvalidAgentResponseError(f"Unsupported event type {type(event).__name__}")
@@ -161,12 +226,9 @@ class Turn:
                 self._finished = True
             await self._push(task, event)
             self._publish(_copy(task) if isinstance(event, Task) else event)
-            if not self.result.done():
-                if self._return_immediately or (state in TERMINAL_STATES | INTERRUPTED_STATES
-                                                and state != TaskState.TASK_STATE_FAILED):
-                    self.result.set_result(_copy(task))
-                elif state == TaskState.TASK_STATE_FAILED:
-                    self._failed_task = _copy(task)  # an executor exception may still follow
+            if state == TaskState.TASK_STATE_FAILED:
+                self._failed_task = _copy(task)  # an executor exception may still follow
+            self._resolve(event, task)
 
     async def _apply_task_event(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
         manager = self.manager
@@ -174,25 +236,40 @@ class Turn:
             if self._task_created or await manager.get_task() is not None:
                 logger.error("Task %s already exists. Ignoring task replacement.", self.task_id)
             else:
-                await manager.save_task_event(event)
+                await self._save(event)
             self._message_to_save = None
         else:
-            if isinstance(event, TaskStatusUpdateEvent) and not self._task_created \
-                    and await manager.get_task() is None:
-                raise InvalidAgentResponseError(f"Agent should enqueue Task before {type(event).__name__} event")
-            task = await manager.ensure_task_id(self.task_id, event.context_id)
+            if event.task_id != self.task_id or (event.context_id and event.context_id != self.context_id):
+                logger.error("Agent event for task %s / context %s does not belong to task %s / context %s",
+                             event.task_id, event.context_id, self.task_id, self.context_id)
+                raise InvalidAgentResponseError(EVENT_MISMATCH)
+            if not self._task_created and await manager.get_task() is None:
+                # An executor written to the SDK's older contract: the first event creates the task.
+                created = await manager.ensure_task_id(self.task_id, self.context_id)
+                self._publish(_copy(created))
+            task = await manager.ensure_task_id(self.task_id, self.context_id)
             message = self._message_to_save
             if message is not None:
                 if not any(m.message_id == message.message_id for m in task.history):
-                    await manager.save_task_event(manager.update_with_message(message, task))
+                    await self._save(manager.update_with_message(message, task))
                 self._message_to_save = None
-            manager.context_id = event.context_id
-            await manager.save_task_event(event)
+            await self._save(event)
         self._task_created = True
         task = await manager.get_task()
         if task is None:  # pragma: no cover - TaskManager just saved it
             raise InternalError(message=f"Task {self.task_id} was not saved")
         return task
+
+    async def _save(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
+        """``TaskManager.save_task_event``; its complaints are about the agent's events, in our words."""
+        try:
+            await self.manager.save_task_event(event)
+        except InvalidAgentResponseError as exc:
+            logger.error("Agent event rejected on task %s: %s", self.task_id, exc.message)
+            raise InvalidAgentResponseError(AGENT_EVENT_INVALID) from None
+        except InvalidParamsError as exc:
+            logger.error("Agent event rejected on task %s: %s", self.task_id, exc.message)
+            raise InvalidAgentResponseError(EVENT_MISMATCH) from None
 
     async def _push(self, task: Task, event: Event) -> None:
         sender = self.engine.push_sender
@@ -206,10 +283,6 @@ class Turn:
     def _publish(self, item: Any) -> None:
         for subscription in self.subscribers:
             subscription.push(item)
-
-    def _settle(self, outcome: Task | Message) -> None:
-        if not self.result.done():
-            self.result.set_result(outcome)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -247,15 +320,18 @@ class Turn:
             self._finished = True
             if error is not None:
                 self._publish(_Failure(error))
-                if not self.result.done():
-                    self.result.set_exception(_public_error(error))
-            elif not self.result.done():
-                task = self._failed_task or await self.manager.get_task()
-                if task is None:
-                    self.result.set_exception(InternalError(message="Agent produced neither a task nor a message"))
-                else:
-                    self.result.set_result(_copy(task))
             task = await self.manager.get_task()
+            final = self._failed_task or task
+            for _, future in self._waiters:
+                if future.done():
+                    continue
+                if error is not None:
+                    future.set_exception(_public_error(error))
+                elif final is None:
+                    future.set_exception(InternalError(message=NOTHING_PRODUCED))
+                else:
+                    future.set_result(_copy(final))
+            self._waiters.clear()
             terminal = task is None or task.status.state in TERMINAL_STATES or self._mode is False
             for subscription in self.subscribers:
                 if subscription.follow_next_turn and not terminal and error is None:
@@ -295,14 +371,14 @@ class TurnEngine:
         return self._turns.get(task_id)
 
     async def start(self, request: RequestContext, call_context: ServerCallContext, existing: Task | None, *,
-                    subscription: Subscription | None = None, return_immediately: bool = False) -> Turn:
+                    subscription: Subscription | None = None) -> Turn:
         """Start a turn; a second message to a task mid-turn waits (SDK) or is refused (iac-code)."""
         task_id = request.task_id or ""
         while (current := self._turns.get(task_id)) is not None:
             if self.turn_ends_in_input_required:
                 raise UnsupportedOperationError(message=ALREADY_WORKING)
             await current.done.wait()
-        turn = Turn(self, request, call_context, existing, return_immediately=return_immediately)
+        turn = Turn(self, request, call_context, existing)
         self._turns[task_id] = turn
         turn.subscribers.extend(self._parked.pop(task_id, ()))
         if subscription is not None:
@@ -310,8 +386,13 @@ class TurnEngine:
         producer = asyncio.get_running_loop().create_task(turn.run(), name=f"turn:{task_id}")
         turn.producer = producer
         self._background.add(producer)
-        producer.add_done_callback(self._background.discard)
+        producer.add_done_callback(self._producer_done)
         return turn
+
+    def _producer_done(self, producer: asyncio.Task[None]) -> None:
+        self._background.discard(producer)
+        if not producer.cancelled() and producer.exception() is not None:
+            logger.error("Turn %s ended with an error", producer.get_name(), exc_info=producer.exception())
 
     def release(self, turn: Turn) -> None:
         if self._turns.get(turn.task_id) is turn:
