@@ -146,3 +146,22 @@ async def test_failing_executor_errors_are_ours_and_observed(caplog: pytest.LogC
         assert "/srv/secret" not in json.dumps([unary, events, listed])
     gc.collect()
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+async def test_return_immediately_answers_with_the_new_task() -> None:
+    """A2A §3.2.2: ``returnImmediately`` returns the task as soon as it exists; the default waits for the end."""
+    async with start_server({"agent-executor": "tests.byo_agent:ShoutExecutor"}) as server, \
+            aiohttp.ClientSession() as http:
+        body = send_message_body("hello", message_id="r-1")
+        body["params"]["configuration"] = {"returnImmediately": True}
+        early = (await _rpc(http, server.url, body))["result"]["task"]
+        assert early["status"]["state"] == "TASK_STATE_SUBMITTED"
+        sub = {"jsonrpc": "2.0", "id": "s", "method": "SubscribeToTask", "params": {"id": early["id"]}}
+        async with http.post(server.url, json=sub, headers=A2A_HEADERS) as r:
+            if r.content_type == "text/event-stream":
+                await asyncio.wait_for(r.text(), 10)  # follows the task to its end
+        done = (await _rpc(http, server.url, {"jsonrpc": "2.0", "id": 2, "method": "GetTask",
+                                              "params": {"id": early["id"]}}))["result"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        blocking = (await _rpc(http, server.url, send_message_body("hello", message_id="r-2")))["result"]["task"]
+        assert blocking["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -20,6 +20,7 @@ from typing import Any
 
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
+from iac_code.background import spawn
 from iac_code.storage import JsonDirectory, SnapshotWriter, file_key
 from iac_code.turns import ALREADY_WORKING
 
@@ -129,7 +130,7 @@ class ContextRegistry:
 
     def start(self) -> None:
         if self._evictor is None:
-            self._evictor = asyncio.get_running_loop().create_task(self._evict_loop(), name="context-evictor")
+            self._evictor = spawn(self._evict_loop(), name="context-evictor")
 
     async def _evict_loop(self) -> None:
         interval = min(max(self.idle_timeout / 4, 0.05), 30.0)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_code import jsonio
+from iac_code.background import spawn
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class SnapshotWriter:
         self._idle.clear()
         self._wake.set()
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="snapshot-writer")
+            self._task = spawn(self._run(), name="snapshot-writer")
 
     async def _run(self) -> None:
         while True:

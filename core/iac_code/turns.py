@@ -39,6 +39,8 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
+from iac_code.background import spawn
+
 logger = logging.getLogger(__name__)
 
 TERMINAL_STATES = frozenset({
@@ -383,16 +385,11 @@ class TurnEngine:
         turn.subscribers.extend(self._parked.pop(task_id, ()))
         if subscription is not None:
             turn.subscribers.append(subscription)
-        producer = asyncio.get_running_loop().create_task(turn.run(), name=f"turn:{task_id}")
+        producer = spawn(turn.run(), name=f"turn:{task_id}")
         turn.producer = producer
         self._background.add(producer)
-        producer.add_done_callback(self._producer_done)
+        producer.add_done_callback(self._background.discard)
         return turn
-
-    def _producer_done(self, producer: asyncio.Task[None]) -> None:
-        self._background.discard(producer)
-        if not producer.cancelled() and producer.exception() is not None:
-            logger.error("Turn %s ended with an error", producer.get_name(), exc_info=producer.exception())
 
     def release(self, turn: Turn) -> None:
         if self._turns.get(turn.task_id) is turn:
