@@ -10,6 +10,7 @@ import pytest
 
 from iac_code.testing import RunningServer, start_server
 
+
 @pytest.fixture
 async def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RunningServer]:
     """A server with the default configuration (writes ask permission)."""

@@ -165,3 +165,15 @@ async def test_return_immediately_answers_with_the_new_task() -> None:
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
         blocking = (await _rpc(http, server.url, send_message_body("hello", message_id="r-2")))["result"]["task"]
         assert blocking["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_follow_ups_are_kept_in_history_even_with_a_reused_message_id() -> None:
+    async with start_server({"agent-executor": "tests.byo_agent:ShoutExecutor"}) as server, \
+            aiohttp.ClientSession() as http:
+        task = (await _rpc(http, server.url, send_message_body("first?", message_id="same")))["result"]["task"]
+        for text in ("second?", "third"):
+            body = send_message_body(text, message_id="same", taskId=task["id"])
+            reply = (await _rpc(http, server.url, body))["result"]["task"]
+        users = [m["parts"][0]["text"] for m in reply["history"] if m["role"] == "ROLE_USER"]
+        assert users == ["first?", "second?", "third"]
+        assert reply["status"]["state"] == "TASK_STATE_COMPLETED"

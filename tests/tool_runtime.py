@@ -27,7 +27,8 @@ DEPLOY_INPUT: dict[str, Any] = {"product": "ros", "action": "CreateStack",
 
 
 class ToolRuntime:
-    """``deploy`` → protected aliyun_api CreateStack (``deploy twice``: two of them); ``read`` → read_file; ``think`` → raw thinking."""
+    """``deploy`` → protected aliyun_api CreateStack (``deploy twice``: two of them); ``read`` → read_file;
+    ``think`` → raw thinking."""
 
     name = "tools"
 

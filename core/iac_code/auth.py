@@ -1,7 +1,8 @@
 """Transport-neutral caller authentication (bearer, basic, API key).
 
 Transports pass request headers in; the authenticator returns the caller's
-principal or ``None``. Any configured scheme may satisfy a request, secrets are
+principal or ``None``. Any configured scheme may satisfy a request, the
+``Authorization`` scheme word is case-insensitive (RFC 7235), secrets are
 compared in constant time, and the principal string is the caller's owner scope
 for tasks.
 """
@@ -54,7 +55,8 @@ class PrincipalUser(User):
 
 
 def _eq(given: str, expected: str) -> bool:
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    """Constant-time comparison; header text that is not valid UTF-8 (surrogate-escaped) just differs."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
 
 
 class Authenticator:
@@ -78,10 +80,13 @@ class Authenticator:
         if not self.enabled:
             return ANONYMOUS_PRINCIPAL
         authorization = headers.get("authorization") or headers.get("Authorization") or ""
-        if self.token and authorization.startswith("Bearer ") and _eq(authorization[7:], self.token):
+        scheme, _, credentials = authorization.partition(" ")
+        scheme = scheme.lower()
+        credentials = credentials.strip(" ")
+        if self.token and scheme == "bearer" and _eq(credentials, self.token):
             return Principal("bearer", "bearer")
-        if self.basic and authorization.startswith("Basic "):
-            principal = self._basic(authorization[6:])
+        if self.basic and scheme == "basic":
+            principal = self._basic(credentials)
             if principal is not None:
                 return principal
         if self.api_key:

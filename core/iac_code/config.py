@@ -9,9 +9,10 @@ error naming the key.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,40 @@ def parse_thinking_exposure(value: Any) -> frozenset[str]:
     return frozenset(enabled)
 
 
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+# A DNS host name (labels of letters, digits, '-' and '_'), already lower-cased.
+_HOST_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*")
+
+
+def split_push_allowed_hosts(entries: Iterable[str]) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
+    """``push-allowed-hosts`` entries → (host names, networks); an IP address is a one-address network.
+
+    Raises ``ValueError`` naming the key and the entry for anything else.
+    """
+    names: set[str] = set()
+    networks: list[IPNetwork] = []
+    for entry in entries:
+        text = entry.strip().lower()
+        if text.startswith("[") and text.endswith("]"):
+            text = text[1:-1]  # a bracketed IPv6 literal, as written in URLs
+        if "/" in text and "://" not in text:
+            try:
+                networks.append(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                raise ValueError(f"push-allowed-hosts: {entry!r} is not a valid CIDR network") from None
+            continue
+        try:
+            networks.append(ipaddress.ip_network(text))
+            continue
+        except ValueError:
+            pass
+        name = text.rstrip(".")
+        if not _HOST_NAME.fullmatch(name):
+            raise ValueError(f"push-allowed-hosts: {entry!r} is not a host name, IP address or CIDR network")
+        names.add(name)
+    return frozenset(names), tuple(networks)
+
+
 class ServerConfig(BaseModel):
     """The kernel's own settings. Plugins add theirs by model inheritance."""
 
@@ -127,6 +162,10 @@ class ServerConfig(BaseModel):
     artifact_dir: str = Field("", description="Artifact payload directory (default <persistence-dir>/artifacts).")
     context_idle_timeout: float = Field(3600.0, gt=0, description="Seconds before an idle context leaves memory.")
     push_notifications: bool = Field(False, description="Enable the push-notification config API and delivery.")
+    push_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Push-notification hosts exempt from the private/loopback/link-local URL screen: host names, "
+        "IP addresses or CIDR networks (matched against the URL's host as written; never resolved for the check).")
 
     agent_runtime: str = Field("offline", description="Agent runtime plugin name.")
     agent_executor: str = Field("", description="An a2a-sdk AgentExecutor as 'package.module:attr'; overrides agent-runtime.")
@@ -148,6 +187,12 @@ class ServerConfig(BaseModel):
     @classmethod
     def _check_thinking(cls, value: Any) -> Any:
         parse_thinking_exposure(value)
+        return value
+
+    @field_validator("push_allowed_hosts")
+    @classmethod
+    def _check_push_allowed_hosts(cls, value: list[str]) -> list[str]:
+        split_push_allowed_hosts(value)
         return value
 
     @property

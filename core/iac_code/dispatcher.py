@@ -4,14 +4,19 @@ A transport authenticates, then calls :meth:`JsonRpcDispatcher.dispatch` with th
 request body and a :class:`CallInfo`. The result is either one JSON-RPC response
 dict or an async iterator of response dicts (streaming methods), so transports
 only add framing. Protocol semantics stay in a2a-sdk's request handler; this
-module validates the envelope, checks ``A2A-Version`` and required extensions,
-parses params into the SDK's protobuf requests and maps errors to the standard
-codes without leaking internals.
+module validates the envelope, checks ``A2A-Version`` (header, else query
+parameter; Major.Minor must be 1.0) and required extensions, parses params into
+the SDK's protobuf requests and maps errors to the standard codes with our own
+texts, never the parser's. Results leave as JSON through
+:func:`iac_code.jsonio.message_to_json`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,17 +56,19 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
 )
 from a2a.utils import proto_utils
-from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, VERSION_HEADER
 from a2a.utils.errors import (
     A2AError,
+    ContentTypeNotSupportedError,
     ExtensionSupportRequiredError,
     TaskNotFoundError,
     VersionNotSupportedError,
 )
-from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.json_format import ParseDict, ParseError
 
 from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
+from iac_code.jsonio import message_to_json
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +93,21 @@ METHOD_PARAMS: dict[str, type] = {
 RAW_PARAMS_KEY = "iac_code.raw_params"
 # Methods exempt from the required-extension check (the card must stay reachable).
 EXTENSION_EXEMPT = frozenset({"GetExtendedAgentCard"})
+# Methods whose params carry message parts (``raw`` is checked as strict base64).
+MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+
+PARSE_ERROR_TEXT = "Parse error: request body is not valid JSON"
+SURROGATE_ERROR_TEXT = "Parse error: request body is not valid JSON (unpaired surrogate escape)"
+SCHEMA_ERROR_TEXT = "Invalid params: request does not match the A2A schema"
+# Major.Minor with an optional patch: "1.0", "1.0.3".
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
+SUPPORTED_VERSION = (1, 0)
+# ParseError texts name the failing field "at Type.field.sub[0]" and/or as a chain of
+# "Failed to parse <name> field:" prefixes; only these ASCII shapes are echoed.
+_PATH_AT = re.compile(r' at "?([A-Za-z_]\w*(?:\.\w+|\[\d+\])*)', re.ASCII)
+_FIELD_CHAIN = re.compile(r"Failed to parse (\w+) field:", re.ASCII)
+_INDEX = re.compile(r"\[\d+\]")
+_URLSAFE = str.maketrans("-_", "+/")
 
 
 @dataclass
@@ -93,13 +115,18 @@ class CallInfo:
     """What a transport knows about one call.
 
     ``headers`` must answer lower-case look-ups (``a2a-version``);
-    ``extensions`` holds every raw ``A2A-Extensions`` value (comma lists allowed).
+    ``extensions`` holds every raw ``A2A-Extensions`` value (comma lists allowed);
+    ``query`` holds the request URL's query parameters, if the transport has a URL
+    (``A2A-Version`` may come from there; the header wins);
+    ``content_type`` is the body's declared media type, if the transport has one.
     """
 
     principal: Principal = ANONYMOUS_PRINCIPAL
     headers: Mapping[str, str] = field(default_factory=dict)
     extensions: list[str] = field(default_factory=list)
     transport: str = ""
+    query: Mapping[str, str] = field(default_factory=dict)
+    content_type: str = ""
 
 
 def _error(request_id: Any, error: A2AError | JSONRPCError) -> Response:
@@ -111,10 +138,89 @@ def _result(request_id: Any, result: Any) -> Response:
 
 
 def _version_compatible(version: str) -> bool:
-    if version == PROTOCOL_VERSION_1_0:
-        return True
-    major, _, _ = version.partition(".")
-    return major == "1"
+    """Whether ``version`` (Major.Minor[.Patch]) is the 1.0 this server implements."""
+    match = _VERSION.fullmatch(version)
+    return match is not None and (int(match[1]), int(match[2])) == SUPPORTED_VERSION
+
+
+def _requested_version(call: CallInfo) -> str:
+    """``A2A-Version`` from the headers, else from the query string; ``""`` when absent."""
+    version = (call.headers.get("a2a-version") or "").strip()
+    if not version:
+        version = (call.query.get(VERSION_HEADER) or call.query.get("a2a-version") or "").strip()
+    return version
+
+
+def _shown(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, if it is printable ASCII (safe to echo); else ``'?'``."""
+    text = text[:limit]
+    return text if text.isascii() and text.isprintable() else "?"
+
+
+def _is_json_media_type(content_type: str) -> bool:
+    """Absent, ``application/json`` or ``application/*+json`` (parameters ignored)."""
+    media = content_type.partition(";")[0].strip().lower()
+    return not media or media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _parse_error(call: CallInfo, exc: Exception) -> A2AError | JSONRPCError:
+    """The error for a body that does not parse: wrong Content-Type first, then the JSON problem."""
+    if not _is_json_media_type(call.content_type):
+        media = _shown(call.content_type.partition(";")[0].strip(), 100)
+        return ContentTypeNotSupportedError(
+            message=f"Content type '{media}' is not supported: send application/json")
+    if isinstance(exc, jsonio.UnpairedSurrogateError):
+        return JSONParseError(message=SURROGATE_ERROR_TEXT)
+    return JSONParseError(message=PARSE_ERROR_TEXT)
+
+
+def _valid_base64(text: str) -> bool:
+    """Standard or URL-safe alphabet, padded correctly or not at all (proto3 JSON ``bytes``)."""
+    data = text.rstrip("=")
+    padding = len(text) - len(data)
+    if padding > 2 or (padding and len(text) % 4):
+        return False
+    try:
+        base64.b64decode(data.translate(_URLSAFE) + "=" * (-len(data) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _invalid_raw_part(params: Mapping[str, Any]) -> str | None:
+    """The path of the first message part whose ``raw`` is not valid base64, if any."""
+    message = params.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return None
+    for index, part in enumerate(parts):
+        if isinstance(part, dict):
+            raw = part.get("raw")
+            if isinstance(raw, str) and not _valid_base64(raw):
+                return f"message.parts[{index}].raw"
+    return None
+
+
+def _field_path(text: str) -> str:
+    """The failing field's path (``message.parts[0].text``) from a ParseError text, or ``""``."""
+    chain = _FIELD_CHAIN.findall(text)
+    found = _PATH_AT.findall(text)
+    # Drop the request type's name ("SendMessageRequest.message.role" -> "message.role").
+    at = found[-1].partition(".")[2] if found else ""
+    if not at:
+        return ".".join(chain)
+    names = _INDEX.sub("", at).split(".")
+    if len(chain) > len(names) and chain[:len(names)] == names:
+        return ".".join([at, *chain[len(names):]])  # a repeated field's error names its parent
+    return at
+
+
+def _invalid_params_text(exc: Exception) -> str:
+    """Our stable text for a params document protobuf refused; never the parser's own words."""
+    path = _field_path(str(exc)) if isinstance(exc, ParseError) else ""
+    if not path or len(path) > 200:
+        return SCHEMA_ERROR_TEXT
+    return f"Invalid params: field '{path}' has an invalid value"
 
 
 class JsonRpcDispatcher:
@@ -147,8 +253,8 @@ class JsonRpcDispatcher:
         if isinstance(body, bytes | str):
             try:
                 payload: Any = jsonio.loads(body)
-            except (ValueError, UnicodeDecodeError):
-                return _error(None, JSONParseError(message="Parse error: request body is not valid JSON"))
+            except (ValueError, UnicodeDecodeError) as exc:
+                return _error(None, _parse_error(call, exc))
         else:
             payload = body
         if isinstance(payload, list):
@@ -172,9 +278,9 @@ class JsonRpcDispatcher:
         if not isinstance(params, dict):
             return _error(request_id, JsonRpcInvalidParams(message="Invalid params: 'params' must be an object"))
 
-        version = (call.headers.get("a2a-version") or "").strip()
+        version = _requested_version(call)
         if not _version_compatible(version):
-            given = f"A2A version '{version[:20]}'" if version else (
+            given = f"A2A version '{_shown(version, 20)}'" if version else (
                 f"A2A version '{PROTOCOL_VERSION_0_3}' (no A2A-Version header)")
             return _error(request_id, VersionNotSupportedError(
                 message=f"{given} is not supported by this handler. Expected version '{PROTOCOL_VERSION_1_0}'; "
@@ -186,10 +292,15 @@ class JsonRpcDispatcher:
                 return _error(request_id, ExtensionSupportRequiredError(
                     message=f"Required A2A extensions were not requested: {', '.join(missing)}"))
 
+        if method in MESSAGE_METHODS:
+            bad_part = _invalid_raw_part(params)
+            if bad_part is not None:
+                return _error(request_id, JsonRpcInvalidParams(message=f"Invalid params: {bad_part} is not valid base64"))
         try:
             request = ParseDict(params, model(), ignore_unknown_fields=True)
         except (ParseError, ValueError, TypeError, AttributeError) as exc:
-            return _error(request_id, JsonRpcInvalidParams(message=f"Invalid params: {_first_line(exc)}"))
+            logger.debug("Invalid params for %s (request id %r): %s", method, request_id, exc)
+            return _error(request_id, JsonRpcInvalidParams(message=_invalid_params_text(exc)))
 
         # model_construct: every field is built here, pydantic validation would only cost time.
         context = ServerCallContext.model_construct(
@@ -233,9 +344,9 @@ class JsonRpcDispatcher:
                       method: str) -> AsyncIterator[Response]:
         to_stream = proto_utils.to_stream_response
         try:
-            yield _result(request_id, MessageToDict(to_stream(first)))
+            yield _result(request_id, message_to_json(to_stream(first)))
             async for event in stream:
-                yield _result(request_id, MessageToDict(to_stream(event)))
+                yield _result(request_id, message_to_json(to_stream(event)))
         except A2AError as exc:
             yield _error(request_id, exc)
         except Exception:
@@ -251,8 +362,8 @@ class JsonRpcDispatcher:
     async def _send_message(self, request: SendMessageRequest, context: ServerCallContext) -> Any:
         result = await self._handler.on_message_send(request, context)
         if isinstance(result, Task):
-            return MessageToDict(SendMessageResponse(task=result))
-        return MessageToDict(SendMessageResponse(message=result))
+            return message_to_json(SendMessageResponse(task=result))
+        return message_to_json(SendMessageResponse(message=result))
 
     async def _get_task(self, request: GetTaskRequest, context: ServerCallContext) -> Any:
         view = getattr(self._handler, "get_task_view", None)
@@ -261,14 +372,14 @@ class JsonRpcDispatcher:
         task = await self._handler.on_get_task(request, context)
         if task is None:
             raise TaskNotFoundError
-        return MessageToDict(task)
+        return message_to_json(task)
 
     async def _list_tasks(self, request: ListTasksRequest, context: ServerCallContext) -> Any:
         view = getattr(self._handler, "list_tasks_view", None)
         if view is not None:
             return await view(request, context)
         response = await self._handler.on_list_tasks(request, context)
-        result = MessageToDict(response, always_print_fields_with_no_presence=True)
+        result = message_to_json(response, always_print_fields_with_no_presence=True)
         if not request.include_artifacts:
             for task in result.get("tasks", []):
                 task.pop("artifacts", None)
@@ -278,17 +389,17 @@ class JsonRpcDispatcher:
         task = await self._handler.on_cancel_task(request, context)
         if task is None:
             raise TaskNotFoundError
-        return MessageToDict(task)
+        return message_to_json(task)
 
     async def _create_push_config(self, request: TaskPushNotificationConfig, context: ServerCallContext) -> Any:
-        return MessageToDict(await self._handler.on_create_task_push_notification_config(request, context))
+        return message_to_json(await self._handler.on_create_task_push_notification_config(request, context))
 
     async def _get_push_config(self, request: GetTaskPushNotificationConfigRequest, context: ServerCallContext) -> Any:
-        return MessageToDict(await self._handler.on_get_task_push_notification_config(request, context))
+        return message_to_json(await self._handler.on_get_task_push_notification_config(request, context))
 
     async def _list_push_configs(self, request: ListTaskPushNotificationConfigsRequest,
                                  context: ServerCallContext) -> Any:
-        return MessageToDict(await self._handler.on_list_task_push_notification_configs(request, context))
+        return message_to_json(await self._handler.on_list_task_push_notification_configs(request, context))
 
     async def _delete_push_config(self, request: DeleteTaskPushNotificationConfigRequest,
                                   context: ServerCallContext) -> Any:
@@ -296,14 +407,9 @@ class JsonRpcDispatcher:
         return None
 
     async def _extended_card(self, request: GetExtendedAgentCardRequest, context: ServerCallContext) -> Any:
-        return MessageToDict(await self._handler.on_get_extended_agent_card(request, context))
+        return message_to_json(await self._handler.on_get_extended_agent_card(request, context))
 
 
 async def _empty() -> AsyncIterator[Response]:
     return
     yield  # pragma: no cover - makes this an async generator
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__

@@ -14,10 +14,8 @@ import inspect
 import logging
 from typing import Any
 
-import httpx
 from a2a.server.agent_execution import AgentExecutor
-from a2a.server.tasks import BasePushNotificationSender, InMemoryPushNotificationConfigStore
-from a2a.utils.push_url_validator import validate_push_notification_url
+from a2a.server.tasks import InMemoryPushNotificationConfigStore
 
 from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
@@ -30,6 +28,7 @@ from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.plugins import Plugins
+from iac_code.push_sender import KernelPushSender, PushUrlPolicy
 from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
 from iac_code.storage import SnapshotWriter
@@ -92,21 +91,27 @@ class Kernel:
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
         self._server: TransportServer | None = None
-        self._push_client: httpx.AsyncClient | None = None
+        self._push_sender: KernelPushSender | None = None
         self.interfaces: list[InterfaceInfo] = []
 
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
         handler_class = traced_handler_class() if self.config.tracing else KernelRequestHandler
         push: dict[str, Any] = {}
+        allowed = self.config.push_allowed_hosts
         if self.config.push_notifications:
             # Until the queue-backed push plugins land: a2a-sdk's in-memory config store and
-            # direct sender, with its URL screening (no loopback, private or link-local hosts).
-            self._push_client = httpx.AsyncClient(timeout=5.0)
+            # direct sender, with its URL screening (no loopback, private or link-local hosts)
+            # except for push-allowed-hosts, when a config is stored and when a push is sent.
             store = InMemoryPushNotificationConfigStore()
-            push = {"push_config_store": store, "push_url_validator": validate_push_notification_url,
-                    "push_sender": BasePushNotificationSender(
-                        self._push_client, store, push_url_validator=validate_push_notification_url)}
+            policy = PushUrlPolicy(allowed)
+            self._push_sender = KernelPushSender(store, push_url_validator=policy)
+            push = {"push_config_store": store, "push_url_validator": policy, "push_sender": self._push_sender}
+            if allowed:
+                logger.warning("push-allowed-hosts: push notifications may go to %s without the "
+                               "private/loopback/link-local URL screen", ", ".join(allowed))
+        elif allowed:
+            logger.warning("push-allowed-hosts is set but push-notifications is off: it has no effect")
         self.request_handler = handler_class(
             agent_executor=self.executor,
             task_store=self.task_store,
@@ -168,9 +173,9 @@ class Kernel:
             await self.request_handler.aclose()
         await self.contexts.stop()
         await self.writer.close()
-        if self._push_client is not None:
-            await self._push_client.aclose()
-            self._push_client = None
+        if self._push_sender is not None:
+            await self._push_sender.aclose()
+            self._push_sender = None
 
     async def serve_forever(self, stop: asyncio.Event | None = None) -> None:
         """Start, log where we listen, and run until ``stop`` is set."""

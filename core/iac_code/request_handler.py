@@ -51,12 +51,12 @@ from a2a.utils.errors import (
 from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
-from google.protobuf.json_format import MessageToDict
 
 from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
 from iac_code.inputs import InputDecoder, TurnInput, iac_code_metadata, normalise_channel, normalise_language
+from iac_code.jsonio import message_to_json
 from iac_code.permissions import (
     PERMISSION_NOT_ACTIVE,
     Answer,
@@ -279,7 +279,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         validate_history_length(params)
         store = self.task_store
         if not isinstance(store, KernelTaskStore):
-            return MessageToDict(await self.on_get_task(params, context))
+            return message_to_json(await self.on_get_task(params, context))
         view = await store.get_view(params.id, context)
         if view is None:
             raise TaskNotFoundError
@@ -292,7 +292,7 @@ class KernelRequestHandler(DefaultRequestHandler):
             validate_page_size(params.page_size)
         store = self.task_store
         if not isinstance(store, KernelTaskStore):
-            return MessageToDict(await self.on_list_tasks(params, context), always_print_fields_with_no_presence=True)
+            return message_to_json(await self.on_list_tasks(params, context), always_print_fields_with_no_presence=True)
         result = await store.list_view(params, context)
         tasks = []
         for view in result["tasks"]:

@@ -27,8 +27,8 @@ from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Message, Part, Role, Task, TaskState
 from a2a.utils.errors import InvalidParamsError
-from google.protobuf.json_format import MessageToDict
 
+from iac_code.jsonio import message_to_json
 from iac_code.storage import JsonDirectory, SnapshotWriter, atomic_write, file_key, private_dir
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class _Entry:
 
     def as_view(self) -> dict[str, Any]:
         if self.view is None:
-            self.view = MessageToDict(self.task)
+            self.view = message_to_json(self.task)
         return self.view
 
 

@@ -170,6 +170,7 @@ class Turn:
         self._waiters: list[tuple[Pick, asyncio.Future[Outcome]]] = []
         self._message_to_save = request.message
         self._task_created = existing is not None
+        self._follow_up = existing is not None
         self._mode: bool | None = None  # True: task events, False: a single Message
         self._finished = False
         self._failed_task: Task | None = None
@@ -234,27 +235,30 @@ class Turn:
 
     async def _apply_task_event(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
         manager = self.manager
-        if isinstance(event, Task):
-            if self._task_created or await manager.get_task() is not None:
+        if not isinstance(event, Task) and (
+                event.task_id != self.task_id or (event.context_id and event.context_id != self.context_id)):
+            logger.error("Agent event for task %s / context %s does not belong to task %s / context %s",
+                         event.task_id, event.context_id, self.task_id, self.context_id)
+            raise InvalidAgentResponseError(EVENT_MISMATCH)
+        message, self._message_to_save = self._message_to_save, None
+        if self._follow_up:
+            if message is not None:  # always appended: clients may reuse message ids across turns
+                task = await manager.ensure_task_id(self.task_id, self.context_id)
+                await self._save(manager.update_with_message(message, task))
+            if isinstance(event, Task):
                 logger.error("Task %s already exists. Ignoring task replacement.", self.task_id)
             else:
                 await self._save(event)
-            self._message_to_save = None
+        elif isinstance(event, Task):
+            if self._task_created:
+                logger.error("Task %s already exists. Ignoring task replacement.", self.task_id)
+            else:
+                await self._save(event)
         else:
-            if event.task_id != self.task_id or (event.context_id and event.context_id != self.context_id):
-                logger.error("Agent event for task %s / context %s does not belong to task %s / context %s",
-                             event.task_id, event.context_id, self.task_id, self.context_id)
-                raise InvalidAgentResponseError(EVENT_MISMATCH)
-            if not self._task_created and await manager.get_task() is None:
-                # An executor written to the SDK's older contract: the first event creates the task.
-                created = await manager.ensure_task_id(self.task_id, self.context_id)
-                self._publish(_copy(created))
-            task = await manager.ensure_task_id(self.task_id, self.context_id)
-            message = self._message_to_save
-            if message is not None:
-                if not any(m.message_id == message.message_id for m in task.history):
-                    await self._save(manager.update_with_message(message, task))
-                self._message_to_save = None
+            if not self._task_created:
+                # An executor written to the SDK's older contract: its first event creates the task
+                # (holding the first message, as the TaskManager builds it).
+                self._publish(_copy(await manager.ensure_task_id(self.task_id, self.context_id)))
             await self._save(event)
         self._task_created = True
         task = await manager.get_task()

@@ -2,6 +2,10 @@
 
 The transport only frames: it authenticates through the kernel's
 authenticator, hands bodies to the kernel's dispatcher and writes JSON or SSE.
+aiohttp's automatic request decompression is off, so a JSON-RPC body whose
+``Content-Encoding`` is wrong or unknown gets a JSON error (400 / 415) and the
+connection stays usable; gzip and deflate bodies are decoded here, within
+``max-request-bytes``. Plugin routes receive request bodies as sent.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +40,64 @@ SSE_HEADERS = {
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+ACCEPTED_ENCODINGS = "gzip, deflate"
+TOO_LARGE_TEXT = "Request payload too large"
+
+
+class BodyDecodingError(Exception):
+    """The body does not decode as its ``Content-Encoding`` says."""
+
+
+class UnsupportedEncodingError(Exception):
+    """A ``Content-Encoding`` this transport cannot decode."""
+
+    def __init__(self, coding: str) -> None:
+        super().__init__(coding)
+        self.coding = coding
+
+
+class BodyTooLargeError(Exception):
+    """The decoded body exceeds ``max-request-bytes``."""
+
+
+def _inflate(data: bytes, wbits: int, limit: int, *, members: bool = False) -> bytes:
+    """zlib-decode ``data`` (with ``members``: one or more gzip members) to at most ``limit`` bytes."""
+    out: list[bytes] = []
+    size = 0
+    while data:
+        decoder = zlib.decompressobj(wbits)
+        try:
+            chunk = decoder.decompress(data, limit + 1 - size)
+        except zlib.error:
+            raise BodyDecodingError from None
+        size += len(chunk)
+        if size > limit or decoder.unconsumed_tail:
+            raise BodyTooLargeError
+        if not decoder.eof:
+            raise BodyDecodingError
+        out.append(chunk)
+        data = decoder.unused_data
+        if data and not members:
+            raise BodyDecodingError  # trailing bytes after the stream
+    return b"".join(out)
+
+
+def decode_content(body: bytes, content_encoding: str, limit: int) -> bytes:
+    """Undo ``Content-Encoding`` (codings listed in the order they were applied)."""
+    for coding in reversed([c.strip().lower() for c in content_encoding.split(",")]):
+        if coding in ("", "identity") or not body:
+            continue
+        if coding in ("gzip", "x-gzip"):
+            body = _inflate(body, zlib.MAX_WBITS | 16, limit, members=True)
+        elif coding == "deflate":
+            try:
+                body = _inflate(body, zlib.MAX_WBITS, limit)
+            except BodyDecodingError:  # raw deflate without the zlib wrapper, as some clients send
+                body = _inflate(body, -zlib.MAX_WBITS, limit)
+        else:
+            raise UnsupportedEncodingError(coding)
+    return body
 
 
 _dumps = jsonio.dumps
@@ -89,7 +152,7 @@ class HttpTransport:
             if exc.status < 400:
                 raise
             if exc.status == 413:
-                return _json(_rpc_error(-32600, "Request payload too large"), 413)
+                return _json(_rpc_error(-32600, TOO_LARGE_TEXT), 413)
             return _json(_dumps({"error": exc.reason}), exc.status,
                          headers={"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None)
         except asyncio.CancelledError:
@@ -116,14 +179,30 @@ class HttpTransport:
 
     async def _rpc(self, request: web.Request) -> web.StreamResponse:
         if request.content_length is not None and request.content_length > self._max_body:
-            return _json(_rpc_error(-32600, "Request payload too large"), 413)
+            return _json(_rpc_error(-32600, TOO_LARGE_TEXT), 413)
         body = await request.read()
         headers = request.headers
+        content_encoding = headers.get("Content-Encoding")
+        if content_encoding is not None:
+            try:
+                body = decode_content(body, content_encoding, self._max_body)
+            except BodyTooLargeError:
+                return _json(_rpc_error(-32600, TOO_LARGE_TEXT), 413)
+            except BodyDecodingError:
+                return _json(_rpc_error(
+                    -32700, "Parse error: request body does not match its Content-Encoding"), 400)
+            except UnsupportedEncodingError as exc:
+                coding = exc.coding[:40] if exc.coding.isascii() and exc.coding.isprintable() else "?"
+                return _json(_rpc_error(
+                    -32600, f"Content-Encoding '{coding}' is not supported: send {ACCEPTED_ENCODINGS} or identity"),
+                    415, headers={"Accept-Encoding": ACCEPTED_ENCODINGS})
         call = CallInfo(
             principal=request.get(PRINCIPAL_KEY, ANONYMOUS_PRINCIPAL),
             headers=headers,
             extensions=headers.getall("A2A-Extensions", []),
             transport="http",
+            query=request.query,
+            content_type=headers.get("Content-Type", ""),
         )
         dispatcher = self.kernel.dispatcher
         if dispatcher is None:  # only between bind and kernel start-up completing
@@ -162,7 +241,8 @@ class HttpTransport:
 
     async def start(self) -> list[InterfaceInfo]:
         config = self.kernel.config
-        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False,
+                                     auto_decompress=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, config.host, config.port, shutdown_timeout=2.0, backlog=1024)
         await site.start()

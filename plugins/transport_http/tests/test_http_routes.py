@@ -142,7 +142,7 @@ async def test_any_configured_scheme_satisfies() -> None:
         for headers in ({"Authorization": "Bearer t"}, {"Authorization": _basic("u", "p")}, {"X-API-Key": "k"}):
             async with s.get(server.url + ".well-known/agent-card.json", headers=headers) as r:
                 assert r.status == 200, headers
-        for headers in ({"Authorization": "bearer t"}, {"Authorization": "Basic !!!"},
+        for headers in ({"Authorization": "Bearert"}, {"Authorization": "Token t"}, {"Authorization": "Basic !!!"},
                         {"Authorization": _basic("u", "")}, {"Authorization": "Bearer tt"}):
             async with s.get(server.url + ".well-known/agent-card.json", headers=headers) as r:
                 assert r.status == 401, headers
