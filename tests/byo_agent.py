@@ -57,3 +57,13 @@ class StatusFirstExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+class WrongContextExecutor(AgentExecutor):
+    """Publishes its status for a context that is not the task's (an agent bug)."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await TaskUpdater(event_queue, context.task_id, "ctx-of-someone-else").start_work()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()

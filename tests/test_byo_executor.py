@@ -177,3 +177,12 @@ async def test_follow_ups_are_kept_in_history_even_with_a_reused_message_id() ->
         users = [m["parts"][0]["text"] for m in reply["history"] if m["role"] == "ROLE_USER"]
         assert users == ["first?", "second?", "third"]
         assert reply["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_agent_event_errors_are_in_our_words() -> None:
+    async with start_server({"agent-executor": "tests.byo_agent:WrongContextExecutor"}) as server, \
+            aiohttp.ClientSession() as http:
+        reply = await _rpc(http, server.url, send_message_body("hello"))
+    assert reply["error"]["code"] == -32006
+    assert reply["error"]["message"] == "The agent produced an event for another task or context."
+    assert "TaskManager" not in json.dumps(reply)
