@@ -180,6 +180,10 @@ class ServerConfig(BaseModel):
         False, description="Approve tool permissions without asking (never protected cloud write APIs).")
     permission_rules: PermissionRulesConfig = Field(default_factory=PermissionRulesConfig,
                                                     description="allow/deny rules decided without asking.")
+    permission_timeout: float = Field(
+        900.0, ge=0, description="Seconds a permission question waits for its answer before it is denied (0: forever).")
+    max_active_turns_per_caller: int = Field(
+        100, ge=0, description="Turns one caller may have running or paused at once (0: no limit).")
     permission_audit_log: str = Field("", description="Audit log file (default <persistence-dir>/audit/permissions.jsonl).")
     tracing: bool = Field(False, description="Keep a2a-sdk's OpenTelemetry spans (off by default: they cost throughput).")
 

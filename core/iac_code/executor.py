@@ -71,7 +71,8 @@ class RuntimeExecutor(AgentExecutor):
 
     def __init__(self, runtime: AgentRuntime, contexts: ContextRegistry, artifacts: ArtifactStore, *,
                  policy: PermissionPolicy, broker: PermissionBroker, audit: AuditLog,
-                 exposure: frozenset[str] = frozenset({"tool_trace"})) -> None:
+                 exposure: frozenset[str] = frozenset({"tool_trace"}),
+                 permission_timeout: float | None = None) -> None:
         self._runtime = runtime
         self.contexts = contexts
         self._artifacts = artifacts
@@ -80,6 +81,7 @@ class RuntimeExecutor(AgentExecutor):
         self._audit = audit
         self._tool_trace = "tool_trace" in exposure
         self._raw_thinking = "raw_thinking" in exposure
+        self._permission_timeout = permission_timeout
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
@@ -207,7 +209,11 @@ class RuntimeExecutor(AgentExecutor):
                     "input": envelope(request, task_id=task_id, context_id=context_id, input_id=input_id,
                                       language=turn.language),
                     "permission": note}})
-                decision = Decision(await answer == ALLOW_ONCE, "interactive")
+                try:
+                    decision = Decision(await asyncio.wait_for(answer, self._permission_timeout) == ALLOW_ONCE,
+                                        "interactive")
+                except TimeoutError:
+                    decision = Decision(False, "timeout")  # nobody answered: the request is denied
             finally:
                 self.broker.discard(task_id, input_id)
         recorded = await self._audit.append(audit_record(
@@ -220,6 +226,10 @@ class RuntimeExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_WORKING, ack, metadata={"iac_code": {"inputReceived": {
                 "kind": "permission", "inputId": input_id, "toolUseId": request.tool_use_id,
                 "decision": effective}}})
+        elif decision.source == "timeout":
+            await updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {"inputReceived": {
+                "kind": "permission", "inputId": input_id, "toolUseId": request.tool_use_id,
+                "decision": DENY, "reason": "timeout"}}})
         elif self._tool_trace:
             await updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {"permission": {
                 "autoApproved": allowed, "toolName": request.tool_name, "toolUseId": request.tool_use_id,

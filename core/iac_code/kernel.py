@@ -31,7 +31,7 @@ from iac_code.plugins import Plugins
 from iac_code.push_sender import KernelPushSender, PushUrlPolicy
 from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
-from iac_code.storage import SnapshotWriter
+from iac_code.storage import SnapshotWriter, sweep_temp_files
 from iac_code.task_store import KernelTaskStore
 
 logger = logging.getLogger(__name__)
@@ -121,6 +121,7 @@ class Kernel:
             turn_ends_in_input_required=isinstance(self.executor, RuntimeExecutor),
             contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
             permissions=self.permissions if isinstance(self.executor, RuntimeExecutor) else None,
+            max_active_turns_per_caller=self.config.max_active_turns_per_caller,
             **push,
         )
         self.dispatcher = JsonRpcDispatcher(
@@ -147,11 +148,14 @@ class Kernel:
             runtime, self.contexts, self.artifacts,
             policy=PermissionPolicy(rules.allow, rules.deny, self.config.auto_approve_permissions),
             broker=self.permissions, audit=AuditLog(self.config.resolved_audit_log()),
-            exposure=self.config.thinking_types)
+            exposure=self.config.thinking_types, permission_timeout=self.config.permission_timeout or None)
         return executor, InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:
         """Start the transport and publish its interfaces on the card."""
+        swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
+        if swept:
+            logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
         restored = self.task_store.restore()
         if restored:
             logger.info("Restored %d task snapshot(s)", restored)

@@ -53,7 +53,7 @@ TARGET_KEYS = ("file_path", "filePath", "path", "region_id", "regionId", "resour
 @dataclass(frozen=True)
 class Decision:
     allow: bool
-    source: str  # "rule", "auto-approve", "interactive"
+    source: str  # "rule", "auto-approve", "interactive", "timeout"
 
 
 def is_protected(request: PermissionRequest) -> bool:

@@ -144,13 +144,15 @@ class KernelRequestHandler(DefaultRequestHandler):
 
     def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
                  contexts: ContextRegistry | None = None, permissions: PermissionBroker | None = None,
+                 max_active_turns_per_caller: int = 0,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn_ends_in_input_required = turn_ends_in_input_required
         self._contexts = contexts
         self._permissions = permissions
         self.engine = TurnEngine(self.agent_executor, self.task_store, self._push_sender,
-                                 turn_ends_in_input_required=turn_ends_in_input_required)
+                                 turn_ends_in_input_required=turn_ends_in_input_required,
+                                 max_turns_per_owner=max_active_turns_per_caller)
 
     # ------------------------------------------------------------------ messages
 
@@ -158,6 +160,7 @@ class KernelRequestHandler(DefaultRequestHandler):
                        context: ServerCallContext) -> tuple[RequestContext, Task | None]:
         validate_proto_required_fields(params)
         validate_history_length(params.configuration)
+        self.engine.ensure_capacity(context)
         if self._validate_input_modes:
             validate_input_modes(params.message, self._agent_card)
         task_id = params.message.task_id or None

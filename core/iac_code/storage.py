@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,37 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         raise
     if sync_dir:
         fsync_dir(path.parent)
+
+
+_TEMP_NAME = re.compile(r"\..+\.(\d+)-\d+\.tmp")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def sweep_temp_files(root: Path) -> int:
+    """Delete the temp files a crashed writer left under ``root`` (``atomic_write``'s names, dead pids only)."""
+    removed = 0
+    if not root.is_dir():
+        return 0
+    for directory, _, names in os.walk(root):
+        for name in names:
+            match = _TEMP_NAME.fullmatch(name)
+            if match is None or _alive(int(match[1])):
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+                removed += 1
+    return removed
 
 
 def fsync_dir(path: Path) -> None:

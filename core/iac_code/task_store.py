@@ -172,7 +172,8 @@ class KernelTaskStore(TaskStore):
     # ------------------------------------------------------------------ restart
 
     def restore(self) -> int:
-        """Load every snapshot; turns that were running when the process died become FAILED."""
+        """Load every snapshot; turns that were running (or paused for a permission answer) when the
+        process died become FAILED "Task interrupted"."""
         if self._dir is None:
             return 0
         loaded = 0
@@ -188,7 +189,7 @@ class KernelTaskStore(TaskStore):
                 continue
             if not task.id:
                 continue
-            interrupted = task.status.state in RUNNING_STATES
+            interrupted = task.status.state in RUNNING_STATES or _paused_for_permission(task)
             if interrupted:
                 _mark_interrupted(task)
             self._put(owner, task, persist=interrupted)
@@ -208,6 +209,16 @@ def _snapshot(owner: str, task: Task) -> dict[str, Any]:
     """
     return {"format": SNAPSHOT_FORMAT, "owner": owner, "taskId": task.id, "contextId": task.context_id,
             "state": TaskState.Name(task.status.state), "task": base64.b64encode(task.SerializeToString()).decode()}
+
+
+def _paused_for_permission(task: Task) -> bool:
+    """An iac-code turn waiting for a permission answer: it was running, and its wait died with the process."""
+    if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+        return False
+    iac_code = task.metadata.fields.get("iac_code")
+    permission = iac_code.struct_value.fields.get("permission") if iac_code is not None else None
+    pending = permission.struct_value.fields.get("pending") if permission is not None else None
+    return pending is not None and pending.bool_value
 
 
 def _mark_interrupted(task: Task) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import PushNotificationSender, TaskManager, TaskStore
 from a2a.types.a2a_pb2 import (
     Message,
@@ -55,6 +56,8 @@ AGENT_EVENT_INVALID = "The agent produced an invalid task event."
 EVENT_MISMATCH = "The agent produced an event for another task or context."
 NOTHING_PRODUCED = "Agent produced neither a task nor a message"
 TURN_OVER = "The task's turn has already ended."
+TOO_MANY_TURNS = ("Too many active tasks for this caller (limit {limit}): wait for one to finish, "
+                  "answer its pending question or cancel it.")
 
 Event = Message | Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 
@@ -167,6 +170,7 @@ class Turn:
         self.lock = asyncio.Lock()
         self.done = asyncio.Event()
         self.producer: asyncio.Task[None] | None = None
+        self.owner = ""
         self._waiters: list[tuple[Pick, asyncio.Future[Outcome]]] = []
         self._message_to_save = request.message
         self._task_created = existing is not None
@@ -364,12 +368,14 @@ class TurnEngine:
     """Starts turns, serialises turns of one task, cancels and subscribes."""
 
     def __init__(self, executor: AgentExecutor, store: TaskStore, push_sender: PushNotificationSender | None,
-                 *, turn_ends_in_input_required: bool) -> None:
+                 *, turn_ends_in_input_required: bool, max_turns_per_owner: int = 0) -> None:
         self.executor = executor
         self.store = store
         self.push_sender = push_sender
         self.turn_ends_in_input_required = turn_ends_in_input_required
+        self.max_turns_per_owner = max_turns_per_owner
         self._turns: dict[str, Turn] = {}
+        self._per_owner: dict[str, int] = {}
         self._parked: dict[str, list[Subscription]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -384,7 +390,10 @@ class TurnEngine:
             if self.turn_ends_in_input_required:
                 raise UnsupportedOperationError(message=ALREADY_WORKING)
             await current.done.wait()
+        owner = self.ensure_capacity(call_context)
         turn = Turn(self, request, call_context, existing)
+        turn.owner = owner
+        self._per_owner[owner] = self._per_owner.get(owner, 0) + 1
         self._turns[task_id] = turn
         turn.subscribers.extend(self._parked.pop(task_id, ()))
         if subscription is not None:
@@ -395,9 +404,21 @@ class TurnEngine:
         producer.add_done_callback(self._background.discard)
         return turn
 
+    def ensure_capacity(self, call_context: ServerCallContext) -> str:
+        """The caller's owner scope, if it may start another turn (``max-active-turns-per-caller``)."""
+        owner = resolve_user_scope(call_context)
+        if self.max_turns_per_owner and self._per_owner.get(owner, 0) >= self.max_turns_per_owner:
+            raise UnsupportedOperationError(message=TOO_MANY_TURNS.format(limit=self.max_turns_per_owner))
+        return owner
+
     def release(self, turn: Turn) -> None:
         if self._turns.get(turn.task_id) is turn:
             del self._turns[turn.task_id]
+            left = self._per_owner.get(turn.owner, 1) - 1
+            if left > 0:
+                self._per_owner[turn.owner] = left
+            else:
+                self._per_owner.pop(turn.owner, None)
 
     def park(self, task_id: str, subscription: Subscription) -> None:
         """Keep a subscription waiting for the task's next turn."""
