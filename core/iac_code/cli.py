@@ -86,7 +86,8 @@ def a2a(config_path: str, host: str | None, port: int | None, transport: str | N
             overrides["debug"] = True
         if thinking_exposure:
             overrides["thinking_exposure"] = list(thinking_exposure)
-        config = load_config(raw=raw, overrides=overrides, model=model)
+        # The path is recorded so the server never reads its own config file (it holds the secrets) as input.
+        config = load_config(config_path or None, raw=raw, overrides=overrides, model=model)
         setup_logging(config.debug, config.log_to_stdout)
         for info in plugins.infos():
             if info.status == "failed":

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
 from iac_code.errors import StartupError
 
@@ -187,6 +187,10 @@ class ServerConfig(BaseModel):
     permission_audit_log: str = Field("", description="Audit log file (default <persistence-dir>/audit/permissions.jsonl).")
     tracing: bool = Field(False, description="Keep a2a-sdk's OpenTelemetry spans (off by default: they cost throughput).")
 
+    # Not a configuration key: the file these settings were read from (set by load_config),
+    # so the server can refuse it as input (iac_code.workspace.ProtectedPaths).
+    _config_file: str = PrivateAttr("")
+
     @field_validator("thinking_exposure")
     @classmethod
     def _check_thinking(cls, value: Any) -> Any:
@@ -206,6 +210,11 @@ class ServerConfig(BaseModel):
     def resolved_audit_log(self) -> Path:
         return Path(self.permission_audit_log) if self.permission_audit_log else (
             self.resolved_persistence_dir() / "audit" / "permissions.jsonl")
+
+    @property
+    def config_file(self) -> Path | None:
+        """The configuration file these settings came from, if any."""
+        return Path(self._config_file) if self._config_file else None
 
     @property
     def auth_enabled(self) -> bool:
@@ -298,7 +307,11 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     raw: Mapping[str, Any] | None = None,
 ) -> ServerConfig:
-    """Load the configuration: file, then explicit CLI overrides, then env fallbacks for auth."""
+    """Load the configuration: file, then explicit CLI overrides, then env fallbacks for auth.
+
+    ``path`` is read unless ``raw`` (its already-read content) is given; either way it is
+    recorded as :attr:`ServerConfig.config_file`.
+    """
     env = os.environ if environ is None else environ
     data = dict(raw) if raw is not None else read_config_file(path)
     for key, value in (overrides or {}).items():
@@ -314,4 +327,6 @@ def load_config(
         raise StartupError(f"Invalid configuration: {problems}") from None
     if not config.api_key_header:
         config.api_key_header = DEFAULT_API_KEY_HEADER
+    if path:
+        config._config_file = os.path.abspath(path)
     return config

@@ -15,8 +15,8 @@ from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.plugins import Provided
-from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
-from iac_code.workspace import allowed_roots
+from iac_code.records import DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.workspace import TaskDecodeContext, allowed_roots
 
 # A part without a media type is text/plain (A2A input spec), except a data part, whose
 # content is JSON by definition.
@@ -65,8 +65,12 @@ class InputDecoder:
         return None
 
     def decode(self, message: Message, cwd: str, raw_parts: Any = None) -> DecodedInput:
-        """Decode every part; ``raw_parts`` is the message's JSON ``parts`` list, if known."""
-        context = DecodeContext(cwd=cwd, allowed_roots=allowed_roots())
+        """Decode every part; ``raw_parts`` is the message's JSON ``parts`` list, if known.
+
+        ``message.task_id`` (already resolved to one of the caller's tasks) lets
+        ``file://`` parts read that task's own artifacts.
+        """
+        context = TaskDecodeContext(cwd=cwd, allowed_roots=allowed_roots(), task_id=message.task_id)
         texts: list[str] = []
         manifest: list[Mapping[str, Any]] = []
         if not isinstance(raw_parts, list) or len(raw_parts) != len(message.parts):

@@ -86,6 +86,9 @@ class Kernel:
         self.task_store = KernelTaskStore(self.state_dir, self.writer)
         self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout)
         self.artifacts = ArtifactStore(config.resolved_artifact_dir())
+        # The server's own files (config file, state, artifacts, audit log) are never input or a workspace.
+        from iac_code import workspace
+        workspace.protect(self, workspace.ProtectedPaths.of(config))
         self.permissions = PermissionBroker()
         self.executor, self._decoder = self._build_executor()
         self.request_handler: KernelRequestHandler | None = None

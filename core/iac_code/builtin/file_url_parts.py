@@ -1,8 +1,9 @@
 """Built-in decoder for ``url`` parts naming local text files (spec §1.3, §1.4).
 
 A ``url`` part with a text-like media type must be a local
-``file:///absolute/path`` inside the request workspace and the allowed roots
-(see :mod:`iac_code.builtin.file_urls`) naming an existing regular file of at
+``file:///absolute/path`` inside the request workspace and the allowed roots,
+not one of the server's own files (see :mod:`iac_code.builtin.file_urls`),
+naming an existing regular file of at
 most 1 MiB (``A2A file URL part content is too large.``, checked with
 ``fstat`` before reading; at most limit + 1 bytes are ever read) that is
 valid UTF-8 (``A2A file URL parts must contain valid UTF-8.``). The text is

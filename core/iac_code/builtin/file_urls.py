@@ -4,10 +4,17 @@ Only ``file:///absolute/path`` is accepted: a host (even ``localhost``), any
 other scheme (``http(s)://`` is never fetched) or a relative path is refused.
 The percent-decoded path is resolved with symlinks followed and must lie
 inside the request's workspace (``DecodeContext.cwd``) *and* inside one of the
-allowed roots; the trust-cwd setting does not relax this. The target must be
-an existing regular file; it is opened without following a final symlink and
-without blocking, and checked again on the open descriptor, so a FIFO or a
-file swapped after resolution is refused rather than read.
+allowed roots; the trust-cwd setting does not relax this. It must not be one of
+the server's own files (:class:`iac_code.workspace.ProtectedPaths`: the config
+file, anything under the persistence or config directory, the audit log,
+another task's artifact), which is refused exactly like a file outside the
+workspace. The target must be an existing regular file; it is opened without
+following a final symlink and without blocking, and checked again on the open
+descriptor, so a FIFO, a file swapped after resolution or a hard link to a
+protected file is refused rather than read.
+
+Decoders that read local files should go through :func:`open_file_url`: it is
+where these rules are enforced.
 
 Error messages are fixed texts: they never contain the URL or the path.
 """
@@ -25,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from iac_code.records import DecodeContext, PartDecodeError
-from iac_code.workspace import inside_allowed_roots, is_within
+from iac_code.workspace import inside_allowed_roots, is_protected_descriptor, is_protected_file, is_within
 
 LOCAL_FILE_URLS_ONLY = "A2A file URL parts must use local file:// URLs."
 OUTSIDE_WORKSPACE = "A2A file URL part is outside the allowed workspace."
@@ -69,13 +76,19 @@ def url_path(url: str) -> str:
 
 
 def resolve_file_url(url: str, context: DecodeContext) -> str:
-    """The fully resolved path of ``url``, checked against the workspace and allowed roots."""
+    """The fully resolved path of ``url``, checked against the workspace, allowed roots and protected files.
+
+    A context with a ``task_id`` (:class:`iac_code.workspace.TaskDecodeContext`) lets
+    that task read its own artifacts.
+    """
     path = url_path(url)
     if "\x00" in path:
         raise PartDecodeError(NOT_AN_EXISTING_FILE)
     resolved = os.path.realpath(path)
     workspace = os.path.realpath(context.cwd)
     if not is_within(resolved, workspace) or not inside_allowed_roots(resolved, context.allowed_roots):
+        raise PartDecodeError(OUTSIDE_WORKSPACE)
+    if is_protected_file(resolved, getattr(context, "task_id", "")):
         raise PartDecodeError(OUTSIDE_WORKSPACE)
     return resolved
 
@@ -94,6 +107,8 @@ def open_file_url(url: str, context: DecodeContext) -> Iterator[OpenedFile]:
         info = os.fstat(stream.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise PartDecodeError(NOT_AN_EXISTING_FILE)
+        if is_protected_descriptor(info):
+            raise PartDecodeError(OUTSIDE_WORKSPACE)
         yield OpenedFile(path=resolved, size=info.st_size, stream=stream)
 
 

@@ -20,7 +20,7 @@ from iac_code.records import ToolSpec
 from iac_code.runtime import ArtifactPayload
 from iac_code.storage import atomic_write
 from iac_code.tools import Permission, ToolContext, ToolOutcome
-from iac_code.workspace import is_within
+from iac_code.workspace import is_protected_file, is_within
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
@@ -30,11 +30,16 @@ MEDIA_TYPES = {".yaml": "text/yaml", ".yml": "text/yaml", ".json": "application/
 
 
 def workspace_path(context: ToolContext, relative: str) -> Path | None:
-    """The resolved path of ``relative`` inside the workspace, or ``None`` if it escapes."""
+    """The resolved path of ``relative`` inside the workspace, or ``None`` if it escapes
+    or is one of the server's own files (:class:`iac_code.workspace.ProtectedPaths`)."""
     if not relative or "\x00" in relative:
         return None
     path = Path(os.path.realpath(os.path.join(context.cwd, relative)))
-    return path if is_within(str(path), os.path.realpath(context.cwd)) else None
+    if not is_within(str(path), os.path.realpath(context.cwd)):
+        return None
+    if is_protected_file(str(path)):
+        return None
+    return path
 
 
 class GenerateTemplate:

@@ -26,8 +26,8 @@ Per kind:
   include base64 bytes.``), strictly valid (``A2A binary data part bytes must
   be valid base64.``), at most 5 MiB decoded (``A2A binary data part content
   is too large.``); source ``data``.
-* ``url``: a workspace ``file://`` URL as for text files
-  (:mod:`iac_code.builtin.file_urls`), at most 25 MiB
+* ``url``: a workspace ``file://`` URL as for text files (never one of the
+  server's own files, :mod:`iac_code.builtin.file_urls`), at most 25 MiB
   (``A2A binary file URL part content is too large.``), hashed in chunks and
   never loaded whole; source the resolved file's ``file://`` URI. That URI is
   a local path: it goes only to the local runtime, never into an error.
