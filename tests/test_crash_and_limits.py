@@ -38,12 +38,13 @@ async def until(condition: Callable[[], Awaitable[bool]], seconds: float = 10.0)
 
 
 @asynccontextmanager
-async def server_process(state: Path, workspace: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``iac-code a2a`` as its own process (default configuration, state in ``state``)."""
+async def server_process(state: Path, workspace: Path,
+                         *options: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``iac-code a2a`` as its own process (default configuration, state in ``state``, CLI ``options``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("IACCODE_A2A_")}
     env["IAC_CODE_CONFIG_DIR"] = str(state)
     proc = await asyncio.create_subprocess_exec(
-        IAC_CODE, "a2a", "--port", "0", env=env, cwd=workspace,
+        IAC_CODE, "a2a", "--port", "0", *options, env=env, cwd=workspace,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     try:
         assert proc.stderr is not None
@@ -60,14 +61,6 @@ async def server_process(state: Path, workspace: Path) -> AsyncIterator[tuple[as
             await asyncio.wait_for(proc.wait(), 30)
 
 
-def snapshot_state(state: Path, task_id: str) -> str | None:
-    for path in (state / "a2a" / "tasks").glob("*.json"):
-        document = json.loads(path.read_text())
-        if document.get("taskId") == task_id:
-            return str(document["state"])
-    return None
-
-
 async def test_a_permission_wait_cut_by_a_crash_comes_back_interrupted(tmp_path: Path) -> None:
     state, workspace = tmp_path / "state", tmp_path / "work"
     workspace.mkdir()
@@ -75,12 +68,7 @@ async def test_a_permission_wait_cut_by_a_crash_comes_back_interrupted(tmp_path:
         async with server_process(state, workspace) as (proc, url):
             paused = (await rpc(http, url, send_message_body("Create a VPC with two vSwitches.")))["result"]["task"]
             envelope = paused["metadata"]["iac_code"]["input"]
-
-            async def on_disk() -> bool:
-                return snapshot_state(state, paused["id"]) == "TASK_STATE_INPUT_REQUIRED"
-
-            await until(on_disk)
-            proc.kill()  # kill -9 while the turn waits for its answer
+            proc.kill()  # kill -9 the moment the pause is acknowledged, while the turn waits for its answer
             await proc.wait()
         async with server_process(state, workspace) as (_, url):
             task = (await rpc(http, url, {"jsonrpc": "2.0", "id": 1, "method": "GetTask",

@@ -15,7 +15,6 @@ import logging
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor
-from a2a.server.tasks import InMemoryPushNotificationConfigStore
 
 from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
@@ -28,6 +27,7 @@ from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.plugins import Plugins
+from iac_code.push_configs import DurablePushConfigStore
 from iac_code.push_sender import KernelPushSender, PushUrlPolicy
 from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
@@ -83,7 +83,7 @@ class Kernel:
         self.cards = CardService(config)
         self.state_dir = config.resolved_persistence_dir()
         self.writer = SnapshotWriter()
-        self.task_store = KernelTaskStore(self.state_dir, self.writer)
+        self.task_store = KernelTaskStore(self.state_dir, self.writer, cache_size=config.task_cache_size)
         self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout)
         self.artifacts = ArtifactStore(config.resolved_artifact_dir())
         # The server's own files (config file, state, artifacts, audit log) are never input or a workspace.
@@ -103,12 +103,12 @@ class Kernel:
         push: dict[str, Any] = {}
         allowed = self.config.push_allowed_hosts
         if self.config.push_notifications:
-            # Until the queue-backed push plugins land: a2a-sdk's in-memory config store and
-            # direct sender, with its URL screening (no loopback, private or link-local hosts)
+            # Until the queue-backed push plugins land: a2a-sdk's config store (written through
+            # to disk) and direct sender, with its URL screening (no loopback, private or link-local hosts)
             # except for push-allowed-hosts, when a config is stored and when a push is sent.
-            store = InMemoryPushNotificationConfigStore()
+            store = DurablePushConfigStore(self.state_dir / "push-configs")
             policy = PushUrlPolicy(allowed)
-            self._push_sender = KernelPushSender(store, push_url_validator=policy)
+            self._push_sender = KernelPushSender(store, push_url_validator=policy, settle=self.task_store.sync)
             push = {"push_config_store": store, "push_url_validator": policy, "push_sender": self._push_sender}
             if allowed:
                 logger.warning("push-allowed-hosts: push notifications may go to %s without the "
@@ -179,6 +179,7 @@ class Kernel:
         if self.request_handler is not None:
             await self.request_handler.aclose()
         await self.contexts.stop()
+        await self.task_store.close()
         await self.writer.close()
         if self._push_sender is not None:
             await self._push_sender.aclose()

@@ -26,6 +26,7 @@ from a2a.utils.push_url_validator import validate_push_notification_url
 
 from iac_code import jsonio
 from iac_code.config import split_push_allowed_hosts
+from iac_code.turns import acknowledges
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -42,13 +43,26 @@ class _WireJsonClient(httpx.AsyncClient):
 
 
 class KernelPushSender(BasePushNotificationSender):
-    """a2a-sdk's push sender with wire-JSON payloads; it owns its HTTP client (close with :meth:`aclose`)."""
+    """a2a-sdk's push sender with wire-JSON payloads; it owns its HTTP client (close with :meth:`aclose`).
+
+    ``settle`` is awaited before a notification that acknowledges state (a task's
+    creation, INPUT_REQUIRED, a terminal state) goes out, so a webhook never hears
+    of a state a crash could take back.
+    """
 
     def __init__(self, config_store: PushNotificationConfigStore, *,
                  push_url_validator: Callable[[str], Awaitable[bool]] | None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, settle: Callable[[], Awaitable[None]] | None = None) -> None:
         self.client = _WireJsonClient(timeout=timeout)
+        self._settle = settle
         super().__init__(self.client, config_store, push_url_validator=push_url_validator)
+
+    async def send_notification(self, task_id: str, event: Any) -> None:
+        if not await self._config_store.get_info_for_dispatch(task_id):
+            return
+        if self._settle is not None and acknowledges(event):
+            await self._settle()
+        await super().send_notification(task_id, event)
 
     async def aclose(self) -> None:
         """Close the HTTP client."""

@@ -72,6 +72,7 @@ from iac_code.turns import (
     Subscription,
     Turn,
     TurnEngine,
+    acknowledges,
     first_event,
     until_stop,
 )
@@ -90,6 +91,10 @@ def _limit_history(view: dict[str, Any], params: GetTaskRequest | ListTasksReque
         if len(view["history"]) > keep:
             return {**view, "history": view["history"][-keep:]}
     return view
+
+
+def _task_id_of(item: Any) -> str:
+    return item.id if isinstance(item, Task) else str(getattr(item, "task_id", "") or "")
 
 
 def validate_id(value: str) -> None:
@@ -153,6 +158,13 @@ class KernelRequestHandler(DefaultRequestHandler):
         self.engine = TurnEngine(self.agent_executor, self.task_store, self._push_sender,
                                  turn_ends_in_input_required=turn_ends_in_input_required,
                                  max_turns_per_owner=max_active_turns_per_caller)
+
+    async def _settle(self, item: Any, context: ServerCallContext) -> None:
+        """Wait until the task state ``item`` reports is durable (before it leaves the process)."""
+        store = self.task_store
+        task_id = _task_id_of(item)
+        if task_id and isinstance(store, KernelTaskStore):
+            await store.settle((task_id,), context)
 
     # ------------------------------------------------------------------ messages
 
@@ -236,6 +248,7 @@ class KernelRequestHandler(DefaultRequestHandler):
             # Registered before the producer first runs, so no event is missed.
             outcome = turn.wait(first_event if immediately else until_stop)
         result = await outcome
+        await self._settle(result, context)
         if isinstance(result, Task):
             return apply_history_length(result, params.configuration)
         return result
@@ -262,6 +275,8 @@ class KernelRequestHandler(DefaultRequestHandler):
             if snapshot is not None:  # the paused task, then the continuation up to the next stop
                 yield apply_history_length(snapshot, params.configuration)
             async for event in subscription.events():
+                if acknowledges(event):
+                    await self._settle(event, context)
                 yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
         finally:
             turn.detach(subscription)
@@ -274,6 +289,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         task = await self.task_store.get(params.id, context)
         if task is None:
             raise TaskNotFoundError
+        await self._settle(task, context)
         return apply_history_length(task, params)
 
     async def get_task_view(self, params: GetTaskRequest, context: ServerCallContext) -> dict[str, Any]:
@@ -313,7 +329,9 @@ class KernelRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError
         turn = self.engine.running(params.id)
         if turn is not None:
-            return await self.engine.cancel(turn, context)
+            canceled = await self.engine.cancel(turn, context)
+            await self._settle(canceled, context)
+            return canceled
         if self.turn_ends_in_input_required:
             raise TaskNotCancelableError  # the turn is over: nothing is running
         canceled = Task()
@@ -321,6 +339,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         canceled.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_CANCELED))
         canceled.status.timestamp.GetCurrentTime()
         await self.task_store.save(canceled, context)
+        await self._settle(canceled, context)
         if self._push_sender is not None:
             await self._push_sender.send_notification(canceled.id, TaskStatusUpdateEvent(
                 task_id=canceled.id, context_id=canceled.context_id, status=canceled.status))
@@ -347,10 +366,13 @@ class KernelRequestHandler(DefaultRequestHandler):
             current = task
         try:
             if current is not None:
+                await self._settle(current, context)
                 yield current
                 if iac_turn and current.status.state in STOP_STATES:
                     return  # paused for a permission answer: the stream of this turn ends here
             async for event in subscription.events():
+                if acknowledges(event):
+                    await self._settle(event, context)
                 yield event
         finally:
             if turn is not None:

@@ -161,15 +161,25 @@ class JsonDirectory:
 
 
 class SnapshotWriter:
-    """Writes snapshots in the background, coalescing repeated updates of a document."""
+    """Writes snapshots in the background, coalescing repeated updates of a document.
+
+    ``barrier()`` waits until everything scheduled before it is on disk (the
+    journal retires a segment only then); ``on_batch`` callbacks run on the event
+    loop after each written batch (the task store trims its cache there).
+    """
 
     def __init__(self, linger: float = 0.05) -> None:
         self._linger = linger
         self._pending: dict[tuple[JsonDirectory, str], Producer] = {}
+        self._inflight: dict[tuple[JsonDirectory, str], Producer] = {}
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._scheduled = 0  # generation of the latest put/remove
+        self._written = 0  # every generation up to this one is on disk
+        self._barriers: list[tuple[int, asyncio.Future[None]]] = []
+        self.on_batch: list[Callable[[], None]] = []
 
     def put(self, directory: JsonDirectory, key: str, produce: Callable[[], dict[str, Any]]) -> None:
         """Schedule ``produce()`` to be written as ``key`` (the latest call wins)."""
@@ -178,8 +188,14 @@ class SnapshotWriter:
     def remove(self, directory: JsonDirectory, key: str) -> None:
         self._schedule((directory, key), None)
 
+    def is_pending(self, directory: JsonDirectory, key: str) -> bool:
+        """Whether a write of ``key`` is scheduled or under way (its file may be stale)."""
+        slot = (directory, key)
+        return slot in self._pending or slot in self._inflight
+
     def _schedule(self, slot: tuple[JsonDirectory, str], produce: Producer) -> None:
         self._pending[slot] = produce
+        self._scheduled += 1
         self._idle.clear()
         self._wake.set()
         if self._task is None or self._task.done():
@@ -191,11 +207,37 @@ class SnapshotWriter:
             if self._linger:
                 await asyncio.sleep(self._linger)  # let a turn's burst of updates coalesce
             self._wake.clear()
-            batch, self._pending = self._pending, {}
-            if batch:
-                await asyncio.to_thread(_write_batch, batch)
+            generation = self._scheduled
+            self._inflight, self._pending = self._pending, {}
+            try:
+                if self._inflight:
+                    await asyncio.to_thread(_write_batch, self._inflight)
+            finally:
+                self._inflight = {}
+                self._written = generation
+                self._release_barriers()
+            for callback in self.on_batch:
+                callback()
             if not self._pending:
                 self._idle.set()
+
+    def _release_barriers(self) -> None:
+        waiting = []
+        for generation, future in self._barriers:
+            if generation <= self._written:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((generation, future))
+        self._barriers = waiting
+
+    async def barrier(self) -> None:
+        """Wait until everything scheduled before this call is on disk."""
+        if self._scheduled <= self._written:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._barriers.append((self._scheduled, future))
+        await future
 
     async def flush(self) -> None:
         """Wait until everything scheduled so far is on disk."""

@@ -1,12 +1,17 @@
-"""The kernel's task store: owner-scoped, mirrored to disk, with cached JSON views.
+"""The kernel's task store: owner-scoped, durable, with a bounded cache of JSON views.
 
-Implements a2a-sdk's ``TaskStore`` interface. Tasks live in memory (copied
-on save and on get, like the SDK's copying store) and are mirrored to
-``<persistence-dir>/tasks`` as one JSON snapshot per task. GetTask and ListTasks
-are dominated by protobuf-to-JSON conversion, so each task keeps its converted
-form until it changes. ListTasks orders by status timestamp, then task id,
-both descending; its page tokens are HMAC-signed cursors, so a client cannot
-forge or alter one.
+Implements a2a-sdk's ``TaskStore`` interface. Every change is mirrored to disk
+twice: appended to the group-commit journal (:mod:`iac_code.journal`), which
+acknowledgements wait for, and written as one JSON snapshot per task under
+``<persistence-dir>/tasks`` (lazily, coalesced). Memory holds a small index
+row per task (owner, id, context, state, status timestamp) for ListTasks and
+at most ``task-cache-size`` whole tasks, least recently used first out; an
+evicted task is read back from its snapshot. A task whose snapshot is not yet
+written stays cached until it is. GetTask and ListTasks are dominated by
+protobuf-to-JSON conversion, so cached tasks keep their converted form until
+they change. ListTasks orders by status timestamp, then task id, both
+descending; its page tokens are HMAC-signed cursors, so a client cannot forge
+or alter one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import hmac
 import json
 import logging
 import secrets
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,34 +33,72 @@ from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Message, Part, Role, Task, TaskState
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InternalError, InvalidParamsError
 
+from iac_code.journal import Journal, JournalError
 from iac_code.jsonio import message_to_json
-from iac_code.storage import JsonDirectory, SnapshotWriter, atomic_write, file_key, private_dir
+from iac_code.storage import JsonDirectory, SnapshotWriter, atomic_write, file_key, fsync_dir, private_dir
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 50
+DEFAULT_CACHE_SIZE = 1000
 SNAPSHOT_FORMAT = "iac-code.task.v1"
 INTERRUPTED_TEXT = "Task interrupted: the server stopped while this turn was running. Send the message again."
+NOT_STORED = "The task could not be stored durably; its state is not guaranteed to survive a restart."
 RUNNING_STATES = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 
+SortKey = tuple[bool, int, str]
 
-def _sort_key(task: Task) -> tuple[bool, int, str]:
+
+def _sort_key(task: Task) -> SortKey:
     has_timestamp = task.status.HasField("timestamp")
     return has_timestamp, task.status.timestamp.ToNanoseconds() if has_timestamp else 0, task.id
 
 
-@dataclass
+@dataclass(slots=True)
+class _Row:
+    """What ListTasks filters and sorts on, kept for every task (the task itself may be evicted)."""
+
+    has_timestamp: bool
+    timestamp: int
+    context_id: str
+    state: int
+
+    def key(self, task_id: str) -> SortKey:
+        return self.has_timestamp, self.timestamp, task_id
+
+
+def _row(task: Task) -> _Row:
+    has_timestamp, timestamp, _ = _sort_key(task)
+    return _Row(has_timestamp, timestamp, task.context_id, task.status.state)
+
+
+@dataclass(slots=True)
 class _Entry:
     task: Task
-    key: tuple[bool, int, str]
+    seq: int
     view: dict[str, Any] | None = None
 
     def as_view(self) -> dict[str, Any]:
         if self.view is None:
             self.view = message_to_json(self.task)
         return self.view
+
+
+class _Document:
+    """A task's on-disk document, built once (in a writer thread) for the journal and the snapshot."""
+
+    __slots__ = ("owner", "task", "seq", "_document")
+
+    def __init__(self, owner: str, task: Task, seq: int) -> None:
+        self.owner, self.task, self.seq = owner, task, seq
+        self._document: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if self._document is None:
+            self._document = _snapshot(self.owner, self.task, self.seq)
+        return self._document
 
 
 class PageTokens:
@@ -98,12 +143,19 @@ class PageTokens:
 
 
 class KernelTaskStore(TaskStore):
-    """In-memory, owner-scoped task store mirrored to JSON snapshots."""
+    """Owner-scoped task store: journal + snapshots on disk, an index and a bounded cache in memory."""
 
-    def __init__(self, directory: Path | None = None, writer: SnapshotWriter | None = None) -> None:
-        self._tasks: dict[str, dict[str, _Entry]] = {}
+    def __init__(self, directory: Path | None = None, writer: SnapshotWriter | None = None, *,
+                 cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        self._index: dict[str, dict[str, _Row]] = {}
+        self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._cache_size = cache_size
         self._dir = JsonDirectory(directory / "tasks") if directory is not None else None
         self._writer = writer if self._dir is not None else None
+        self._journal = (Journal(directory / "journal", checkpoint=writer.barrier)
+                         if directory is not None and writer is not None else None)
+        if self._writer is not None:
+            self._writer.on_batch.append(self._trim)
         self._tokens = PageTokens.from_dir(private_dir(directory) if directory is not None else None)
 
     # ------------------------------------------------------------------ TaskStore
@@ -111,15 +163,58 @@ class KernelTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
         self._put(resolve_user_scope(context), task)
 
-    def _put(self, owner: str, task: Task, *, persist: bool = True) -> None:
+    def _put(self, owner: str, task: Task, *, persist: bool = True, seq: int | None = None) -> None:
         stored = Task()
         stored.CopyFrom(task)
-        self._tasks.setdefault(owner, {})[stored.id] = _Entry(stored, _sort_key(stored))
+        self._index.setdefault(owner, {})[stored.id] = _row(stored)
+        slot = (owner, stored.id)
+        if seq is None:
+            seq = self._journal.next_seq() if self._journal is not None else 0
+        self._cache[slot] = _Entry(stored, seq)
+        self._cache.move_to_end(slot)
         if persist and self._writer is not None and self._dir is not None:
-            self._writer.put(self._dir, file_key(owner, stored.id), lambda: _snapshot(owner, stored))
+            document = _Document(owner, stored, seq)
+            if self._journal is not None:
+                self._journal.record(slot, document)
+            self._writer.put(self._dir, file_key(owner, stored.id), document)
+
+    def _entry(self, owner: str, task_id: str) -> _Entry | None:
+        """The cached task, or the task read back from its snapshot."""
+        slot = (owner, task_id)
+        entry = self._cache.get(slot)
+        if entry is not None:
+            self._cache.move_to_end(slot)
+            return entry
+        if task_id not in self._index.get(owner, {}) or self._dir is None:
+            return None
+        loaded = _load(self._dir, owner, task_id)
+        if loaded is None:
+            return None
+        entry = _Entry(*loaded)
+        self._cache[slot] = entry
+        if len(self._cache) > self._cache_size:
+            self._trim()
+        return entry
+
+    def _trim(self) -> None:
+        """Evict the least recently used tasks beyond ``cache_size`` whose snapshots are written."""
+        excess = len(self._cache) - self._cache_size
+        writer, directory = self._writer, self._dir
+        if excess <= 0 or writer is None or directory is None:  # without a disk the cache is the store
+            return
+        victims = []
+        for slot in self._cache:
+            if excess <= 0:
+                break
+            if writer.is_pending(directory, file_key(*slot)):
+                continue
+            victims.append(slot)
+            excess -= 1
+        for slot in victims:
+            del self._cache[slot]
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        entry = self._tasks.get(resolve_user_scope(context), {}).get(task_id)
+        entry = self._entry(resolve_user_scope(context), task_id)
         if entry is None:
             return None
         copy = Task()
@@ -128,7 +223,14 @@ class KernelTaskStore(TaskStore):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         owner = resolve_user_scope(context)
-        if self._tasks.get(owner, {}).pop(task_id, None) is not None and self._writer and self._dir:
+        if self._index.get(owner, {}).pop(task_id, None) is None:
+            return
+        self._cache.pop((owner, task_id), None)
+        if self._writer is not None and self._dir is not None:
+            if self._journal is not None:
+                seq = self._journal.next_seq()
+                self._journal.record((owner, task_id), lambda: {
+                    "format": SNAPSHOT_FORMAT, "seq": seq, "owner": owner, "taskId": task_id, "deleted": True})
             self._writer.remove(self._dir, file_key(owner, task_id))
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -136,78 +238,175 @@ class KernelTaskStore(TaskStore):
         return ListTasksResponse(tasks=[e.task for e in page], next_page_token=next_token,
                                  total_size=total, page_size=size)
 
+    # ------------------------------------------------------------------ durability
+
+    async def settle(self, task_ids: Iterable[str], context: ServerCallContext) -> None:
+        """Wait until the current state of each task is durable: call before telling a client."""
+        if self._journal is None:
+            return
+        owner = resolve_user_scope(context)
+        seq = max((entry.seq for task_id in task_ids
+                   if (entry := self._cache.get((owner, task_id))) is not None), default=0)
+        try:
+            await self._journal.reach(seq)
+        except JournalError:
+            raise InternalError(message=NOT_STORED) from None
+
+    async def sync(self) -> None:
+        """Wait until every change made so far is durable."""
+        if self._journal is not None:
+            try:
+                await self._journal.reach(self._journal.last_seq)
+            except JournalError:
+                raise InternalError(message=NOT_STORED) from None
+
     # ------------------------------------------------------------------ JSON views
 
     async def get_view(self, task_id: str, context: ServerCallContext) -> dict[str, Any] | None:
-        """The task as camelCase JSON (``MessageToDict``), or ``None``. Do not mutate it."""
-        entry = self._tasks.get(resolve_user_scope(context), {}).get(task_id)
-        return entry.as_view() if entry is not None else None
+        """The task as camelCase JSON (``MessageToDict``), once durable, or ``None``. Do not mutate it."""
+        entry = self._entry(resolve_user_scope(context), task_id)
+        if entry is None:
+            return None
+        await self.settle((task_id,), context)
+        return entry.as_view()
 
     async def list_view(self, params: ListTasksRequest, context: ServerCallContext) -> dict[str, Any]:
-        """ListTasks as JSON, from the cached views. Task dicts must not be mutated."""
+        """ListTasks as JSON, from the cached views, once durable. Task dicts must not be mutated."""
         page, next_token, total, size = self._page(params, context)
+        await self.settle((e.task.id for e in page), context)
         return {"tasks": [e.as_view() for e in page], "nextPageToken": next_token or "",
                 "pageSize": size, "totalSize": total}
 
     def _page(self, params: ListTasksRequest, context: ServerCallContext) -> tuple[list[_Entry], str, int, int]:
-        entries = list(self._tasks.get(resolve_user_scope(context), {}).values())
+        owner = resolve_user_scope(context)
+        rows: Iterable[tuple[str, _Row]] = self._index.get(owner, {}).items()
         if params.context_id:
-            entries = [e for e in entries if e.task.context_id == params.context_id]
+            rows = [(i, r) for i, r in rows if r.context_id == params.context_id]
         if params.status:
-            entries = [e for e in entries if e.task.status.state == params.status]
+            rows = [(i, r) for i, r in rows if r.state == params.status]
         if params.HasField("status_timestamp_after"):
             after = params.status_timestamp_after.ToNanoseconds()
-            entries = [e for e in entries if e.key[0] and e.key[1] >= after]
-        entries.sort(key=lambda e: e.key, reverse=True)
-        total = len(entries)
+            rows = [(i, r) for i, r in rows if r.has_timestamp and r.timestamp >= after]
+        keys = sorted((r.key(i) for i, r in rows), reverse=True)
+        total = len(keys)
         start = 0
         if params.page_token:
             cursor = self._tokens.decode(params.page_token)
-            start = next((i for i, e in enumerate(entries) if e.key < cursor), total)
+            start = next((n for n, k in enumerate(keys) if k < cursor), total)
         size = params.page_size or DEFAULT_PAGE_SIZE
-        page = entries[start:start + size]
-        next_token = self._tokens.encode(page[-1].key) if start + size < total and page else ""
+        chosen = keys[start:start + size]
+        page = [entry for key in chosen if (entry := self._entry(owner, key[2])) is not None]
+        next_token = self._tokens.encode(chosen[-1]) if start + size < total and chosen else ""
         return page, next_token, total, size
 
     # ------------------------------------------------------------------ restart
 
     def restore(self) -> int:
-        """Load every snapshot; turns that were running (or paused for a permission answer) when the
-        process died become FAILED "Task interrupted"."""
+        """Rebuild the index from the snapshots and the journal (the higher ``seq`` wins).
+
+        Turns that were running (or paused for a permission answer) when the
+        process died become FAILED "Task interrupted". Snapshots the journal
+        changed are rewritten before the journal is emptied, so the restored
+        state is durable before the first request is served.
+        """
         if self._dir is None:
             return 0
-        loaded = 0
+        latest: dict[tuple[str, str], tuple[int, dict[str, Any], bool]] = {}
         for _, document in self._dir.load_all():
-            owner, encoded = document.get("owner"), document.get("task")
-            if document.get("format") != SNAPSHOT_FORMAT or not isinstance(owner, str) or not isinstance(encoded, str):
+            slot = _slot_of(document)
+            if slot is None:
                 logger.warning("Skipping foreign task snapshot in %s", self._dir.path.name)
                 continue
-            try:
-                task = Task.FromString(base64.b64decode(encoded, validate=True))
-            except Exception:
-                logger.warning("Skipping unreadable task snapshot in %s", self._dir.path.name)
+            latest[slot] = (_seq_of(document), document, False)
+        if self._journal is not None:
+            for document in self._journal.replay():
+                slot = _slot_of(document, allow_deleted=True)
+                if slot is not None and document["seq"] > latest.get(slot, (-1, {}, False))[0]:
+                    latest[slot] = (document["seq"], document, True)
+            self._journal.start_after(max((seq for seq, _, _ in latest.values()), default=0))
+        loaded = 0
+        touched = False
+        for slot, (seq, document, from_journal) in latest.items():
+            owner, task_id = slot
+            key = file_key(owner, task_id)
+            if document.get("deleted"):
+                self._dir.delete(key)
+                touched = True
                 continue
-            if not task.id:
+            task = _decode(document)
+            if task is None or task.id != task_id:
+                logger.warning("Skipping unreadable task snapshot in %s", self._dir.path.name)
                 continue
             interrupted = task.status.state in RUNNING_STATES or _paused_for_permission(task)
             if interrupted:
                 _mark_interrupted(task)
-            self._put(owner, task, persist=interrupted)
+            if interrupted or from_journal:
+                if self._journal is not None:
+                    seq = self._journal.next_seq()
+                self._dir.write(key, _snapshot(owner, task, seq), sync_dir=False)
+                touched = True
+            self._index.setdefault(owner, {})[task_id] = _row(task)
             loaded += 1
+        if touched:
+            fsync_dir(self._dir.path)
+        if self._journal is not None:
+            self._journal.start_after(self._journal.next_seq())
+            self._journal.clear()
         return loaded
 
+    async def close(self) -> None:
+        """Make every change durable (server shutdown)."""
+        if self._journal is not None:
+            await self._journal.close()
+
     def count(self) -> int:
-        return sum(len(tasks) for tasks in self._tasks.values())
+        return sum(len(tasks) for tasks in self._index.values())
+
+    def cached(self) -> int:
+        """Whole tasks in memory (at most ``cache_size`` plus those whose snapshot is being written)."""
+        return len(self._cache)
 
 
-def _snapshot(owner: str, task: Task) -> dict[str, Any]:
+def _slot_of(document: dict[str, Any], *, allow_deleted: bool = False) -> tuple[str, str] | None:
+    owner, task_id = document.get("owner"), document.get("taskId")
+    if document.get("format") != SNAPSHOT_FORMAT or not isinstance(owner, str) or not isinstance(task_id, str):
+        return None
+    if document.get("deleted"):
+        return (owner, task_id) if allow_deleted else None
+    return (owner, task_id) if isinstance(document.get("task"), str) else None
+
+
+def _seq_of(document: dict[str, Any]) -> int:
+    seq = document.get("seq")
+    return seq if isinstance(seq, int) else 0
+
+
+def _decode(document: dict[str, Any]) -> Task | None:
+    try:
+        return Task.FromString(base64.b64decode(document["task"], validate=True))
+    except Exception:
+        return None
+
+
+def _load(directory: JsonDirectory, owner: str, task_id: str) -> tuple[Task, int] | None:
+    document = directory.read(file_key(owner, task_id))
+    if document is None or _slot_of(document) != (owner, task_id):
+        return None
+    task = _decode(document)
+    if task is None or task.id != task_id:
+        logger.warning("Skipping unreadable task snapshot in %s", directory.path.name)
+        return None
+    return task, _seq_of(document)
+
+
+def _snapshot(owner: str, task: Task, seq: int) -> dict[str, Any]:
     """The on-disk form: readable identity and state, plus the exact task as base64 protobuf.
 
     Protobuf (not MessageToDict) because converting every task to JSON in the
     writer took CPU from request handling; the fields beside it keep the files
     inspectable with ``jq``.
     """
-    return {"format": SNAPSHOT_FORMAT, "owner": owner, "taskId": task.id, "contextId": task.context_id,
+    return {"format": SNAPSHOT_FORMAT, "seq": seq, "owner": owner, "taskId": task.id, "contextId": task.context_id,
             "state": TaskState.Name(task.status.state), "task": base64.b64encode(task.SerializeToString()).decode()}
 
 

@@ -97,6 +97,20 @@ def _state_of(event: Any) -> int | None:
     return None
 
 
+def acknowledges(event: Any) -> bool:
+    """Whether telling a client about ``event`` acknowledges durable state: a task's creation, a move
+    to INPUT_REQUIRED or a terminal state, an accepted permission answer (only plain WORKING
+    progress of a turn a crash interrupts may be lost)."""
+    if isinstance(event, Task):
+        return True
+    if not isinstance(event, TaskStatusUpdateEvent):
+        return False
+    if event.status.state in STOP_STATES:
+        return True
+    iac_code = event.metadata.fields.get("iac_code")
+    return iac_code is not None and "inputReceived" in iac_code.struct_value.fields
+
+
 def until_stop(event: Event, task: Task) -> Task | None:
     """Blocking SendMessage: the task once it is interrupted or terminal (FAILED waits for the executor's end)."""
     state = task.status.state
