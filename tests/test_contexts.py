@@ -156,6 +156,21 @@ async def test_idle_context_is_evicted_and_restored() -> None:
         assert seen["channel"] == "ops" and seen["sessionTurns"] == 2
 
 
+async def test_contexts_beyond_the_cache_size_are_unloaded_and_restored() -> None:
+    async with start_server({"agent-runtime": "probe", "context-cache-size": 3},
+                            extra_plugins={"probe": ProbePlugin()}) as server, aiohttp.ClientSession() as http:
+        caller = Caller(server, http)
+        await caller(message("remember me", "m1", contextId="ctx-0", iac_code={"channel": "ops"}))
+        for n in range(1, 10):
+            await caller(message("hi", f"m1-{n}", contextId=f"ctx-{n}"))
+        await server.kernel.writer.flush()
+        contexts = server.kernel.contexts
+        assert len(contexts) <= 3 and not contexts.loaded("", "ctx-0")
+        seen = answer(await caller(message("and now?", "m2", contextId="ctx-0")))
+        assert [h["text"] for h in seen["history"] if h["role"] == "user"] == ["remember me"]
+        assert seen["channel"] == "ops" and seen["sessionTurns"] == 2
+
+
 # ----------------------------------------------------------------------------- ids
 
 

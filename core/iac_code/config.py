@@ -184,6 +184,8 @@ class ServerConfig(BaseModel):
         900.0, ge=0, description="Seconds a permission question waits for its answer before it is denied (0: forever).")
     max_active_turns_per_caller: int = Field(
         100, ge=0, description="Turns one caller may have running or paused at once (0: no limit).")
+    context_cache_size: int = Field(
+        1000, gt=0, description="Idle contexts kept in memory; older ones are restored from their snapshots.")
     task_cache_size: int = Field(
         1000, gt=0, description="Whole tasks kept in memory; older ones are read back from their snapshots.")
     permission_audit_log: str = Field("", description="Audit log file (default <persistence-dir>/audit/permissions.jsonl).")

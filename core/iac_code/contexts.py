@@ -3,8 +3,9 @@
 A context binds a workspace, a telemetry channel and the conversation state of
 an iac-code runtime. Turns of one context never overlap; different contexts run
 in parallel. Contexts are mirrored to ``<persistence-dir>/contexts``; an idle
-one is dropped from memory after ``context-idle-timeout`` seconds and restored
-from its snapshot by the next message.
+one is dropped from memory after ``context-idle-timeout`` seconds, or when more
+than ``context-cache-size`` contexts are loaded (least recently used first), and
+restored from its snapshot by the next message.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,11 +66,15 @@ class ContextState:
 class ContextRegistry:
     """Reserves contexts for turns, persists them and evicts idle ones."""
 
-    def __init__(self, directory: Path | None, writer: SnapshotWriter | None, idle_timeout: float) -> None:
+    def __init__(self, directory: Path | None, writer: SnapshotWriter | None, idle_timeout: float,
+                 cache_size: int = 0) -> None:
         self._dir = JsonDirectory(directory / "contexts") if directory is not None else None
         self._writer = writer
         self.idle_timeout = idle_timeout
-        self._live: dict[tuple[str, str], ContextState] = {}
+        self.cache_size = cache_size
+        self._live: OrderedDict[tuple[str, str], ContextState] = OrderedDict()
+        if writer is not None and self._dir is not None and cache_size:
+            writer.on_batch.append(self.trim)
         self._evictor: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
@@ -89,6 +95,7 @@ class ContextRegistry:
         if state.running_task is not None:
             raise UnsupportedOperationError(message=ALREADY_WORKING)
         self._live[key] = state
+        self._live.move_to_end(key)
         state.running_task = task_id
         state.last_used = time.monotonic()
         if channel is not None and channel != state.channel:
@@ -116,6 +123,22 @@ class ContextRegistry:
         if state is not None and (state.owner, state.context_id) != (owner, context_id):
             return None
         return state
+
+    def trim(self) -> int:
+        """Unload the least recently used idle contexts beyond ``cache_size`` whose snapshots are written."""
+        excess = len(self._live) - self.cache_size
+        if excess <= 0 or self._writer is None or self._dir is None:
+            return 0
+        victims = []
+        for key, state in self._live.items():
+            if excess <= 0:
+                break
+            if state.running_task is None and not self._writer.is_pending(self._dir, file_key(*key)):
+                victims.append(key)
+                excess -= 1
+        for key in victims:
+            del self._live[key]
+        return len(victims)
 
     def evict_idle(self, now: float | None = None) -> int:
         """Drop idle contexts from memory; a running turn (also one waiting for an answer) keeps its context."""

@@ -84,7 +84,8 @@ class Kernel:
         self.state_dir = config.resolved_persistence_dir()
         self.writer = SnapshotWriter()
         self.task_store = KernelTaskStore(self.state_dir, self.writer, cache_size=config.task_cache_size)
-        self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout)
+        self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout,
+                                        cache_size=config.context_cache_size)
         self.artifacts = ArtifactStore(config.resolved_artifact_dir())
         # The server's own files (config file, state, artifacts, audit log) are never input or a workspace.
         from iac_code import workspace

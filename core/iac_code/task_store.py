@@ -38,6 +38,7 @@ from a2a.utils.errors import InternalError, InvalidParamsError
 from iac_code.journal import Journal, JournalError
 from iac_code.jsonio import message_to_json
 from iac_code.storage import JsonDirectory, SnapshotWriter, atomic_write, file_key, fsync_dir, private_dir
+from iac_code.task_index import Query, Row, TaskIndex
 
 logger = logging.getLogger(__name__)
 
@@ -56,22 +57,9 @@ def _sort_key(task: Task) -> SortKey:
     return has_timestamp, task.status.timestamp.ToNanoseconds() if has_timestamp else 0, task.id
 
 
-@dataclass(slots=True)
-class _Row:
-    """What ListTasks filters and sorts on, kept for every task (the task itself may be evicted)."""
-
-    has_timestamp: bool
-    timestamp: int
-    context_id: str
-    state: int
-
-    def key(self, task_id: str) -> SortKey:
-        return self.has_timestamp, self.timestamp, task_id
-
-
-def _row(task: Task) -> _Row:
+def _row(owner: str, task: Task) -> Row:
     has_timestamp, timestamp, _ = _sort_key(task)
-    return _Row(has_timestamp, timestamp, task.context_id, task.status.state)
+    return Row(owner, task.id, task.context_id, task.status.state, has_timestamp, timestamp)
 
 
 @dataclass(slots=True)
@@ -147,7 +135,7 @@ class KernelTaskStore(TaskStore):
 
     def __init__(self, directory: Path | None = None, writer: SnapshotWriter | None = None, *,
                  cache_size: int = DEFAULT_CACHE_SIZE) -> None:
-        self._index: dict[str, dict[str, _Row]] = {}
+        self._index = TaskIndex(private_dir(directory) if directory is not None else None)
         self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._cache_size = cache_size
         self._dir = JsonDirectory(directory / "tasks") if directory is not None else None
@@ -156,6 +144,7 @@ class KernelTaskStore(TaskStore):
                          if directory is not None and writer is not None else None)
         if self._writer is not None:
             self._writer.on_batch.append(self._trim)
+        self._rewrote = False
         self._tokens = PageTokens.from_dir(private_dir(directory) if directory is not None else None)
 
     # ------------------------------------------------------------------ TaskStore
@@ -166,7 +155,7 @@ class KernelTaskStore(TaskStore):
     def _put(self, owner: str, task: Task, *, persist: bool = True, seq: int | None = None) -> None:
         stored = Task()
         stored.CopyFrom(task)
-        self._index.setdefault(owner, {})[stored.id] = _row(stored)
+        self._index.put(_row(owner, stored))
         slot = (owner, stored.id)
         if seq is None:
             seq = self._journal.next_seq() if self._journal is not None else 0
@@ -185,7 +174,7 @@ class KernelTaskStore(TaskStore):
         if entry is not None:
             self._cache.move_to_end(slot)
             return entry
-        if task_id not in self._index.get(owner, {}) or self._dir is None:
+        if self._dir is None or not self._index.contains(owner, task_id):
             return None
         loaded = _load(self._dir, owner, task_id)
         if loaded is None:
@@ -223,8 +212,9 @@ class KernelTaskStore(TaskStore):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         owner = resolve_user_scope(context)
-        if self._index.get(owner, {}).pop(task_id, None) is None:
+        if not self._index.contains(owner, task_id):
             return
+        self._index.remove(owner, task_id)
         self._cache.pop((owner, task_id), None)
         if self._writer is not None and self._dir is not None:
             if self._journal is not None:
@@ -279,24 +269,15 @@ class KernelTaskStore(TaskStore):
 
     def _page(self, params: ListTasksRequest, context: ServerCallContext) -> tuple[list[_Entry], str, int, int]:
         owner = resolve_user_scope(context)
-        rows: Iterable[tuple[str, _Row]] = self._index.get(owner, {}).items()
-        if params.context_id:
-            rows = [(i, r) for i, r in rows if r.context_id == params.context_id]
-        if params.status:
-            rows = [(i, r) for i, r in rows if r.state == params.status]
-        if params.HasField("status_timestamp_after"):
-            after = params.status_timestamp_after.ToNanoseconds()
-            rows = [(i, r) for i, r in rows if r.has_timestamp and r.timestamp >= after]
-        keys = sorted((r.key(i) for i, r in rows), reverse=True)
-        total = len(keys)
-        start = 0
-        if params.page_token:
-            cursor = self._tokens.decode(params.page_token)
-            start = next((n for n, k in enumerate(keys) if k < cursor), total)
         size = params.page_size or DEFAULT_PAGE_SIZE
-        chosen = keys[start:start + size]
+        query = Query(owner=owner, context_id=params.context_id, state=params.status, limit=size,
+                      timestamp_after=params.status_timestamp_after.ToNanoseconds()
+                      if params.HasField("status_timestamp_after") else None,
+                      before=self._tokens.decode(params.page_token) if params.page_token else None)
+        keys, total = self._index.page(query)
+        chosen = keys[:size]
         page = [entry for key in chosen if (entry := self._entry(owner, key[2])) is not None]
-        next_token = self._tokens.encode(chosen[-1]) if start + size < total and chosen else ""
+        next_token = self._tokens.encode(chosen[-1]) if len(keys) > size else ""
         return page, next_token, total, size
 
     # ------------------------------------------------------------------ restart
@@ -311,56 +292,68 @@ class KernelTaskStore(TaskStore):
         """
         if self._dir is None:
             return 0
-        latest: dict[tuple[str, str], tuple[int, dict[str, Any], bool]] = {}
+        journaled: dict[tuple[str, str], dict[str, Any]] = {}
+        if self._journal is not None:
+            for document in self._journal.replay():
+                slot = _slot_of(document, allow_deleted=True)
+                if slot is not None and document["seq"] > _seq_of(journaled.get(slot, {})):
+                    journaled[slot] = document
+        highest = max((d["seq"] for d in journaled.values()), default=0)
+        loaded = 0
+        touched = False
+        # One snapshot at a time, so start-up memory does not grow with the number of tasks.
         for _, document in self._dir.load_all():
             slot = _slot_of(document)
             if slot is None:
                 logger.warning("Skipping foreign task snapshot in %s", self._dir.path.name)
                 continue
-            latest[slot] = (_seq_of(document), document, False)
+            seq = _seq_of(document)
+            highest = max(highest, seq)
+            newer = journaled.get(slot)
+            if newer is not None and newer["seq"] > seq:
+                continue
+            journaled.pop(slot, None)
+            loaded += self._restore_one(slot, document, rewrite=False)
         if self._journal is not None:
-            for document in self._journal.replay():
-                slot = _slot_of(document, allow_deleted=True)
-                if slot is not None and document["seq"] > latest.get(slot, (-1, {}, False))[0]:
-                    latest[slot] = (document["seq"], document, True)
-            self._journal.start_after(max((seq for seq, _, _ in latest.values()), default=0))
-        loaded = 0
-        touched = False
-        for slot, (seq, document, from_journal) in latest.items():
-            owner, task_id = slot
-            key = file_key(owner, task_id)
+            self._journal.start_after(highest)
+        for slot, document in journaled.items():
             if document.get("deleted"):
-                self._dir.delete(key)
-                touched = True
-                continue
-            task = _decode(document)
-            if task is None or task.id != task_id:
-                logger.warning("Skipping unreadable task snapshot in %s", self._dir.path.name)
-                continue
-            interrupted = task.status.state in RUNNING_STATES or _paused_for_permission(task)
-            if interrupted:
-                _mark_interrupted(task)
-            if interrupted or from_journal:
-                if self._journal is not None:
-                    seq = self._journal.next_seq()
-                self._dir.write(key, _snapshot(owner, task, seq), sync_dir=False)
-                touched = True
-            self._index.setdefault(owner, {})[task_id] = _row(task)
-            loaded += 1
-        if touched:
+                self._dir.delete(file_key(*slot))
+            else:
+                loaded += self._restore_one(slot, document, rewrite=True)
+            touched = True
+        self._index.flush()
+        if touched or self._rewrote:
             fsync_dir(self._dir.path)
         if self._journal is not None:
-            self._journal.start_after(self._journal.next_seq())
             self._journal.clear()
         return loaded
+
+    def _restore_one(self, slot: tuple[str, str], document: dict[str, Any], *, rewrite: bool) -> int:
+        """Index one restored task; a task cut by the crash is marked interrupted and rewritten."""
+        assert self._dir is not None
+        owner, task_id = slot
+        task = _decode(document)
+        if task is None or task.id != task_id:
+            logger.warning("Skipping unreadable task snapshot in %s", self._dir.path.name)
+            return 0
+        interrupted = task.status.state in RUNNING_STATES or _paused_for_permission(task)
+        if interrupted:
+            _mark_interrupted(task)
+        if interrupted or rewrite:  # keeps its seq: later changes are numbered above every restored one
+            self._dir.write(file_key(owner, task_id), _snapshot(owner, task, _seq_of(document)), sync_dir=False)
+            self._rewrote = True
+        self._index.put(_row(owner, task))
+        return 1
 
     async def close(self) -> None:
         """Make every change durable (server shutdown)."""
         if self._journal is not None:
             await self._journal.close()
+        self._index.close()
 
     def count(self) -> int:
-        return sum(len(tasks) for tasks in self._index.values())
+        return self._index.count()
 
     def cached(self) -> int:
         """Whole tasks in memory (at most ``cache_size`` plus those whose snapshot is being written)."""
