@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """Benchmark our A2A JSON-RPC server against a2a-sdk's reference Starlette app.
 
-Both servers run the same trivial agent (``trivial_agent.TrivialExecutor``),
+For each agent (``--agents``, default both: ``trivial`` =
+``trivial_agent.TrivialExecutor``, ``one-update`` =
+``one_update_agent.OneUpdateExecutor``) both servers run that same executor,
 one after the other, each pinned to one CPU core while the load generator
-runs pinned to another. For SendMessage, SendStreamingMessage and GetTask it
-prints requests/s (and SSE events/s), p50/p99 latency, errors, and the
+runs pinned to another. Our server runs with durability on, as a new user has
+it: task/context snapshots are written to ``persistence-dir`` (a fresh
+scratch directory per server); the reference keeps everything in memory.
+For SendMessage, SendStreamingMessage and GetTask it prints, per agent,
+requests/s (and SSE events/s), p50/p99 latency, errors, and the
 ours/reference ratios next to the targets.
 
 Usage (from the repository root)::
 
-    python benchmarks/bench_http.py                   # both servers, defaults
+    python benchmarks/bench_http.py                   # both agents x both servers, defaults
     python benchmarks/bench_http.py --only reference  # just a2a-sdk's app
+    python benchmarks/bench_http.py --agents one-update
     python benchmarks/bench_http.py --json            # JSON on stdout
     python benchmarks/bench_http.py --selftest        # load-generator ceiling
 
@@ -50,13 +56,18 @@ if str(BENCH_DIR) not in sys.path:
 from loadgen import Scenario, ScenarioResult, percentile, run_scenario  # noqa: E402
 
 try:  # single source of truth when a2a-sdk is importable here
-    from trivial_agent import EXPECTED_STREAM_EVENTS
-except ImportError:  # load generator env without a2a-sdk: Task + 5 WORKING + COMPLETED
-    EXPECTED_STREAM_EVENTS = 7
+    from trivial_agent import WORKING_UPDATES as TRIVIAL_WORKING_UPDATES
+except ImportError:  # load generator env without a2a-sdk
+    TRIVIAL_WORKING_UPDATES = 5
+try:
+    from one_update_agent import ACK_TEXT, ARTIFACT_NAME
+except ImportError:
+    ACK_TEXT, ARTIFACT_NAME = "ack", "result"
 
 DEFAULT_OURS_CMD = "iac-code a2a --host {host} --port {port} --config {config}"
-OURS_CONFIG_YAML = "agent-executor: trivial_agent:TrivialExecutor\n"
 REFERENCE_READY_PATH = "/.well-known/agent-card.json"
+#: Text of every benchmark request's single part (the one-update agent echoes it).
+REQUEST_TEXT = "hello"
 
 SCENARIOS = ("SendMessage", "SendStreamingMessage", "GetTask")
 #: scenario -> (metric compared, target ratio ours/reference)
@@ -69,6 +80,7 @@ SERVER_ENV = {
     "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false",
     "PYTHONUNBUFFERED": "1",
 }
+SERVERS = ("reference", "ours")
 
 
 def log(msg: str) -> None:
@@ -84,7 +96,7 @@ def _send_body_factory(method: str, rpc_id: str) -> Callable[[], bytes]:
     """Build SendMessage-style bodies with a fresh messageId each time."""
     head = ('{"jsonrpc":"2.0","id":"' + rpc_id + '","method":"' + method
             + '","params":{"message":{"messageId":"').encode()
-    tail = b'","role":"ROLE_USER","parts":[{"text":"hello"}]}}}'
+    tail = b'","role":"ROLE_USER","parts":[{"text":"' + REQUEST_TEXT.encode() + b'"}]}}}'
 
     def make() -> bytes:
         return head + str(uuid.uuid4()).encode() + tail
@@ -104,44 +116,139 @@ def _constant(body: bytes) -> Callable[[], bytes]:
     return lambda: body
 
 
-def _validate_send(obj: Any) -> str | None:
-    """SendMessage must return a COMPLETED task."""
+def _text(message: Any) -> str | None:
+    """Text of a message's first part (None if it has none)."""
     try:
-        state = obj["result"]["task"]["status"]["state"]
-    except (KeyError, TypeError):
-        return f"SendMessage: unexpected result shape: {str(obj)[:200]}"
-    if state != "TASK_STATE_COMPLETED":
-        return f"SendMessage: task state {state}, expected TASK_STATE_COMPLETED"
+        return message["parts"][0]["text"]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _check_one_update_task(task: Any, where: str) -> str | None:
+    """A finished one-update task: echo in the status message, the "result" artifact, the user message first."""
+    if _text(task.get("status", {}).get("message")) != REQUEST_TEXT:
+        return f"{where}: status message is not the echo {REQUEST_TEXT!r}: {str(task.get('status'))[:200]}"
+    arts = task.get("artifacts") or []
+    if len(arts) != 1 or arts[0].get("name") != ARTIFACT_NAME or _text(arts[0]) is None:
+        return f"{where}: expected one text artifact {ARTIFACT_NAME!r}, got {str(arts)[:200]}"
+    hist = task.get("history") or []
+    if not hist or hist[0].get("role") != "ROLE_USER" or _text(hist[0]) != REQUEST_TEXT:
+        return f"{where}: history does not start with the user message: {str(hist)[:200]}"
     return None
 
 
-def _validate_get(task_id: str) -> Callable[[Any], str | None]:
+@dataclass(frozen=True)
+class Agent:
+    """A benchmark agent: its executor and what its responses must look like."""
+
+    name: str
+    #: ``package.module:attr`` of the a2a-sdk AgentExecutor (importable from benchmarks/).
+    executor: str
+    #: Stream shape: ``task``, ``artifact`` or a status-update state (``WORKING``, ``COMPLETED``) per event.
+    stream_kinds: tuple[str, ...]
+    #: Extra checks of a finished task (SendMessage result, GetTask result, last stream event's message).
+    check_task: Callable[[Any, str], str | None] | None = None
+    check_stream: Callable[[list[Any]], str | None] | None = None
+    describe: str = ""
+
+    @property
+    def expected_events(self) -> int:
+        """SSE events per SendStreamingMessage stream."""
+        return len(self.stream_kinds)
+
+
+def _check_one_update_stream(events: list[Any]) -> str | None:
+    task = events[0]["result"]["task"]
+    hist = task.get("history") or []
+    if len(hist) != 1 or _text(hist[0]) != REQUEST_TEXT:
+        return f"stream: Task history should be [the user message], got {str(hist)[:200]}"
+    if _text(events[1]["result"]["statusUpdate"]["status"].get("message")) != ACK_TEXT:
+        return f"stream: WORKING update message is not {ACK_TEXT!r}: {str(events[1])[:200]}"
+    art = events[2]["result"]["artifactUpdate"].get("artifact", {})
+    if art.get("name") != ARTIFACT_NAME or _text(art) is None:
+        return f"stream: artifact is not a text artifact {ARTIFACT_NAME!r}: {str(art)[:200]}"
+    if _text(events[3]["result"]["statusUpdate"]["status"].get("message")) != REQUEST_TEXT:
+        return f"stream: COMPLETED message is not the echo {REQUEST_TEXT!r}: {str(events[3])[:200]}"
+    return None
+
+
+AGENTS: dict[str, Agent] = {
+    "trivial": Agent(
+        "trivial", "trivial_agent:TrivialExecutor",
+        ("task", *["WORKING"] * TRIVIAL_WORKING_UPDATES, "COMPLETED"),
+        describe=f"Task + {TRIVIAL_WORKING_UPDATES} WORKING + COMPLETED"),
+    "one-update": Agent(
+        "one-update", "one_update_agent:OneUpdateExecutor",
+        ("task", "WORKING", "artifact", "COMPLETED"),
+        check_task=_check_one_update_task, check_stream=_check_one_update_stream,
+        describe="Task + WORKING(ack) + artifact + COMPLETED(echo)"),
+}
+
+
+def _validate_send(agent: Agent) -> Callable[[Any], str | None]:
+    """SendMessage must return a COMPLETED task (plus the agent's own checks)."""
     def check(obj: Any) -> str | None:
         try:
-            got, state = obj["result"]["id"], obj["result"]["status"]["state"]
+            task = obj["result"]["task"]
+            state = task["status"]["state"]
         except (KeyError, TypeError):
-            return f"GetTask: unexpected result shape: {str(obj)[:200]}"
-        if got != task_id or state != "TASK_STATE_COMPLETED":
-            return f"GetTask: got task {got} in {state}"
-        return None
+            return f"SendMessage: unexpected result shape: {str(obj)[:200]}"
+        if state != "TASK_STATE_COMPLETED":
+            return f"SendMessage: task state {state}, expected TASK_STATE_COMPLETED"
+        return agent.check_task(task, "SendMessage") if agent.check_task else None
 
     return check
 
 
-def _validate_stream(events: Any) -> str | None:
-    """Stream: every event is a JSON-RPC result; last one is COMPLETED."""
-    if len(events) != EXPECTED_STREAM_EVENTS:
-        return f"stream had {len(events)} events, expected {EXPECTED_STREAM_EVENTS}"
-    for ev in events:
-        if not isinstance(ev, dict) or "result" not in ev or "error" in ev:
-            return f"bad stream event: {str(ev)[:200]}"
+def _validate_get(agent: Agent, task_id: str) -> Callable[[Any], str | None]:
+    def check(obj: Any) -> str | None:
+        try:
+            task = obj["result"]
+            got, state = task["id"], task["status"]["state"]
+        except (KeyError, TypeError):
+            return f"GetTask: unexpected result shape: {str(obj)[:200]}"
+        if got != task_id or state != "TASK_STATE_COMPLETED":
+            return f"GetTask: got task {got} in {state}"
+        return agent.check_task(task, "GetTask") if agent.check_task else None
+
+    return check
+
+
+def _event_kind(ev: Any) -> str:
+    """``task`` / ``artifact`` / the status-update state without prefix (``WORKING``), else ``?``."""
+    res = ev.get("result") if isinstance(ev, dict) else None
+    if not isinstance(res, dict):
+        return "?"
+    if "task" in res:
+        return "task"
+    if "artifactUpdate" in res:
+        return "artifact"
     try:
-        state = events[-1]["result"]["statusUpdate"]["status"]["state"]
+        return str(res["statusUpdate"]["status"]["state"]).removeprefix("TASK_STATE_")
     except (KeyError, TypeError):
-        return f"last stream event is not a status update: {str(events[-1])[:200]}"
-    if state != "TASK_STATE_COMPLETED":
-        return f"last stream event state {state}, expected TASK_STATE_COMPLETED"
-    return None
+        return "?"
+
+
+def _validate_stream(agent: Agent) -> Callable[[Any], str | None]:
+    """Stream: every event is a JSON-RPC result, in the agent's order; last one is COMPLETED."""
+    def check(events: Any) -> str | None:
+        if len(events) != agent.expected_events:
+            return f"stream had {len(events)} events, expected {agent.expected_events}"
+        for ev in events:
+            if not isinstance(ev, dict) or "result" not in ev or "error" in ev:
+                return f"bad stream event: {str(ev)[:200]}"
+        kinds = tuple(_event_kind(ev) for ev in events)
+        if kinds != agent.stream_kinds:
+            return f"stream events {','.join(kinds)}, expected {','.join(agent.stream_kinds)}"
+        try:
+            task_state = events[0]["result"]["task"]["status"]["state"]
+        except (KeyError, TypeError):
+            return f"first stream event is not a Task: {str(events[0])[:200]}"
+        if task_state != "TASK_STATE_SUBMITTED":
+            return f"stream Task state {task_state}, expected TASK_STATE_SUBMITTED"
+        return agent.check_stream(events) if agent.check_stream else None
+
+    return check
 
 
 def _post_json(port: int, body: bytes, timeout: float = 10.0) -> Any:
@@ -314,6 +421,7 @@ def start_server(name: str, argv: list[str], port: int, ready_path: str, *, cpu:
 class Row:
     """Summary of one scenario against one server."""
 
+    agent: str
     scenario: str
     server: str
     req_s: float
@@ -336,12 +444,13 @@ class Row:
     error_samples: list[str] = field(default_factory=list)
 
 
-def summarize(res: ScenarioResult, server: str, streaming: bool, server_cpu_s: float | None) -> Row:
+def summarize(res: ScenarioResult, agent: str, server: str, streaming: bool, server_cpu_s: float | None) -> Row:
     """Turn raw measurements into a table row."""
     lat = sorted(res.latencies_s)
     first = sorted(res.first_event_s)
     dur = res.duration_s or 1e-9
     return Row(
+        agent=agent,
         scenario=res.scenario,
         server=server,
         req_s=res.ok / dur,
@@ -385,14 +494,14 @@ def _mark_cpu(server: ServerProc, core: int | None, marks: dict[str, float], edg
         marks[edge + "_core"] = busy
 
 
-async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[Row]) -> None:
+async def bench_server(server: ServerProc, agent: Agent, args: argparse.Namespace, rows: list[Row]) -> None:
     """Run every selected scenario against one running server, appending to ``rows``."""
     for name in args.scenarios:
         if name == "SendMessage":
-            sc = Scenario(name, _send_body_factory("SendMessage", "1"), validate=_validate_send)
+            sc = Scenario(name, _send_body_factory("SendMessage", "1"), validate=_validate_send(agent))
         elif name == "SendStreamingMessage":
             sc = Scenario(name, _send_body_factory("SendStreamingMessage", "2"), streaming=True,
-                          validate=_validate_stream, expected_events=EXPECTED_STREAM_EVENTS)
+                          validate=_validate_stream(agent), expected_events=agent.expected_events)
         else:
             first = await asyncio.to_thread(
                 _post_json, server.port, _send_body_factory("SendMessage", "1")())
@@ -402,10 +511,10 @@ async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[
                 raise ServerUnavailable(
                     f"{server.name}: GetTask setup SendMessage returned {str(first)[:300]}") from exc
             body = _get_task_body(task_id)
-            sc = Scenario(name, _constant(body), validate=_validate_get(task_id))
+            sc = Scenario(name, _constant(body), validate=_validate_get(agent, task_id))
 
         cpu_marks: dict[str, float] = {}
-        log(f"  {server.name}: {name} (warm-up {args.warmup:g}s, measure {args.duration:g}s, "
+        log(f"  {agent.name}/{server.name}: {name} (warm-up {args.warmup:g}s, measure {args.duration:g}s, "
             f"concurrency {args.concurrency})")
         res = await run_scenario(
             sc, "127.0.0.1", server.port, concurrency=args.concurrency, warmup_s=args.warmup,
@@ -413,7 +522,7 @@ async def bench_server(server: ServerProc, args: argparse.Namespace, rows: list[
             on_window=functools.partial(_mark_cpu, server, args.pinned_server_cpu, cpu_marks),
         )
         cpu_s = cpu_marks["stop"] - cpu_marks["start"] if "stop" in cpu_marks else None
-        row = summarize(res, server.name, sc.streaming, cpu_s)
+        row = summarize(res, agent.name, server.name, sc.streaming, cpu_s)
         if cpu_s is not None and "stop_core" in cpu_marks and "start_core" in cpu_marks:
             core_busy = cpu_marks["stop_core"] - cpu_marks["start_core"]
             row.other_on_server_cpu_pct = max(0.0, 100.0 * (core_busy - cpu_s) / res.duration_s)
@@ -518,7 +627,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--only", choices=("reference", "ours"), help="benchmark just one server")
+    p.add_argument("--only", choices=SERVERS, help="benchmark just one server")
+    p.add_argument("--agents", default=",".join(AGENTS),
+                   help="comma-separated agents to run, each against both servers: " + ",".join(AGENTS))
     p.add_argument("--duration", type=float, default=5.0, help="measured seconds per scenario")
     p.add_argument("--warmup", type=float, default=1.0, help="unrecorded warm-up seconds per scenario")
     p.add_argument("--concurrency", type=int, default=32, help="keep-alive connections (1 in flight each)")
@@ -543,6 +654,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = [s for s in args.scenarios if s not in SCENARIOS]
     if bad:
         p.error(f"unknown scenario(s): {', '.join(bad)}")
+    args.agents = list(dict.fromkeys(a.strip() for a in args.agents.split(",") if a.strip()))
+    bad = [a for a in args.agents if a not in AGENTS]
+    if bad or not args.agents:
+        p.error(f"unknown agent(s): {', '.join(bad) or '(none given)'}; choose from {', '.join(AGENTS)}")
+    if args.selftest:  # the canned server answers like the trivial agent
+        args.agents = ["trivial"]
     if args.duration <= 0 or args.warmup < 0 or args.concurrency < 1:
         p.error("--duration must be > 0, --warmup >= 0, --concurrency >= 1")
     return args
@@ -565,23 +682,78 @@ def _setup_pinning(args: argparse.Namespace) -> tuple[int | None, list[str]]:
     return args.server_cpu, notes
 
 
-def _server_plans(args: argparse.Namespace, workdir: Path) -> list[tuple[str, list[str], str]]:
-    """(name, argv-with-{port}, ready path) for every server to benchmark, in order."""
-    plans: list[tuple[str, list[str], str]] = []
+def _fs_type(path: Path) -> str:
+    """File system type holding ``path`` (from /proc/mounts; '?' if unknown)."""
+    best, fstype = "", "?"
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3:
+                    mnt = parts[1].replace("\\040", " ")
+                    if (str(path) == mnt or str(path).startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                        best, fstype = mnt, parts[2]
+    except OSError:
+        pass
+    return fstype
+
+
+@dataclass
+class Plan:
+    """One server to start: which agent, how, and (ours) where it persists."""
+
+    agent: Agent
+    name: str
+    argv: list[str]  # with {port} still to substitute
+    ready_path: str
+    persistence_dir: Path | None = None
+
+
+def _server_plans(args: argparse.Namespace, workdir: Path) -> list[Plan]:
+    """Every server to benchmark, in order: per agent, the reference then ours."""
     if args.selftest:
-        return [("null", [args.reference_python, str(BENCH_DIR / "null_server.py"),
-                          "--host", "127.0.0.1", "--port", "{port}"], "/health")]
-    if args.only in (None, "reference"):
-        plans.append(("reference", [args.reference_python, str(BENCH_DIR / "reference_server.py"),
-                                    "--host", "127.0.0.1", "--port", "{port}"], REFERENCE_READY_PATH))
-    if args.only in (None, "ours"):
-        config = workdir / "ours.yaml"
-        # Our server persists task snapshots; keep them in the run's scratch dir (on disk, not tmpfs).
-        config.write_text(OURS_CONFIG_YAML + f"persistence-dir: {workdir / 'ours-state'}\n")
-        argv = [a.replace("{host}", "127.0.0.1").replace("{config}", str(config))
-                for a in shlex.split(args.ours_cmd)]
-        plans.append(("ours", argv, args.ours_ready_path))
+        return [Plan(AGENTS["trivial"], "null", [args.reference_python, str(BENCH_DIR / "null_server.py"),
+                                                 "--host", "127.0.0.1", "--port", "{port}"], "/health")]
+    plans: list[Plan] = []
+    for agent_name in args.agents:
+        agent = AGENTS[agent_name]
+        if args.only in (None, "reference"):
+            plans.append(Plan(agent, "reference", [
+                args.reference_python, str(BENCH_DIR / "reference_server.py"), "--host", "127.0.0.1",
+                "--port", "{port}", "--executor", agent.executor], REFERENCE_READY_PATH))
+        if args.only in (None, "ours"):
+            config = workdir / f"ours-{agent.name}.yaml"
+            # Durability on, as a new user has it: snapshots go to persistence-dir. A fresh directory
+            # per server (inside the run's scratch dir, removed at the end) so runs don't accumulate.
+            state = workdir / f"ours-state-{agent.name}"
+            config.write_text(f"agent-executor: {agent.executor}\npersistence-dir: {state}\n")
+            argv = [a.replace("{host}", "127.0.0.1").replace("{config}", str(config))
+                    for a in shlex.split(args.ours_cmd)]
+            plans.append(Plan(agent, "ours", argv, args.ours_ready_path, state))
     return plans
+
+
+def _header(args: argparse.Namespace, plans: list[Plan], workdir: Path, notes: list[str]) -> list[str]:
+    """What runs where: agents, durability of each server, pinning."""
+    if args.selftest:
+        return ["selftest: load generator against the canned null server (answers like the trivial agent)", *notes]
+    lines = [f"agents: {', '.join(args.agents)} (each against {args.only or 'both servers'})"]
+    if any(p.name == "ours" for p in plans):
+        lines.append(f"ours: persistence ON: task/context snapshots written to {workdir}/ours-state-<agent> "
+                     f"({_fs_type(workdir)}; a fresh directory per server, removed after the run)")
+    if any(p.name == "reference" for p in plans):
+        lines.append("reference: a2a-sdk InMemoryTaskStore: keeps nothing on disk")
+    return lines + notes
+
+
+def _stored_files(state: Path | None) -> int | None:
+    """Number of files our server wrote under its persistence dir (None when not ours)."""
+    if state is None:
+        return None
+    try:
+        return sum(1 for p in state.rglob("*") if p.is_file())
+    except OSError:
+        return None
 
 
 async def _amain(args: argparse.Namespace) -> int:
@@ -592,46 +764,68 @@ async def _amain(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, main_task.cancel)
     server_cpu, notes = _setup_pinning(args)
     args.pinned_server_cpu = server_cpu
-    for n in notes:
-        log(n)
     rows: list[Row] = []
     failures: dict[str, str] = {}
+    stored: dict[str, int | None] = {}
     with tempfile.TemporaryDirectory(prefix="a2a-bench-") as tmp:
         workdir = Path(tmp)
-        for name, argv_t, ready in _server_plans(args, workdir):
+        plans = _server_plans(args, workdir)
+        header = _header(args, plans, workdir, notes)
+        for line in header:
+            log(line)
+        for plan in plans:
+            key = f"{plan.agent.name}/{plan.name}"
             port = free_port()
-            argv = [a.replace("{port}", str(port)) for a in argv_t]
-            log(f"starting {name}: {shlex.join(argv)}")
+            argv = [a.replace("{port}", str(port)) for a in plan.argv]
+            log(f"starting {key}: {shlex.join(argv)}")
             try:
-                with start_server(name, argv, port, ready, cpu=server_cpu, workdir=workdir,
+                with start_server(plan.name, argv, port, plan.ready_path, cpu=server_cpu, workdir=workdir,
                                   startup_timeout=args.startup_timeout) as server:
-                    await bench_server(server, args, rows)
+                    await bench_server(server, plan.agent, args, rows)
             except ServerUnavailable as exc:
-                failures[name] = str(exc)
-                log(f"!! {exc}")
+                failures[key] = str(exc)
+                log(f"!! {plan.agent.name}: {exc}")
             except (OSError, urllib.error.URLError) as exc:
-                failures[name] = f"{name}: {exc!r}"
-                log(f"!! {name}: {exc!r}")
+                failures[key] = f"{key}: {exc!r}"
+                log(f"!! {key}: {exc!r}")
+            if plan.persistence_dir is not None:
+                stored[plan.agent.name] = _stored_files(plan.persistence_dir)
+                log(f"  {key}: {stored[plan.agent.name]} files in {plan.persistence_dir}")
 
-    ratios = compute_ratios(rows)
+    by_agent = {a: [r for r in rows if r.agent == a] for a in args.agents}
+    ratios = {a: compute_ratios(rs) for a, rs in by_agent.items()}
     errors = sum(r.errors for r in rows)
     if args.json:
         print(json.dumps({
             "config": {"duration_s": args.duration, "warmup_s": args.warmup,
                        "concurrency": args.concurrency, "server_cpu": server_cpu,
                        "client_cpu": None if server_cpu is None else args.client_cpu,
-                       "ours_cmd": args.ours_cmd, "notes": notes},
+                       "ours_cmd": args.ours_cmd, "notes": notes,
+                       "agents": {a: {"executor": AGENTS[a].executor,
+                                      "expected_stream_events": AGENTS[a].expected_events}
+                                  for a in args.agents},
+                       "ours_persistence": {"enabled": True, "dir": f"{workdir}/ours-state-<agent>",
+                                            "fs_type": _fs_type(workdir),
+                                            "files_written": stored},
+                       "reference_persistence": {"enabled": False, "task_store": "InMemoryTaskStore"}},
             "results": [_rounded(r.__dict__) for r in rows],
-            "ratios": {k: _rounded(v) for k, v in ratios.items()},
+            "ratios": {a: {k: _rounded(v) for k, v in rs.items()} for a, rs in ratios.items()},
             "failures": failures,
         }, indent=2))
     else:
-        out = [format_table(rows)] if rows else []
-        ratio_text = format_ratios(ratios)
-        if ratio_text:
-            out.append(ratio_text)
-        problems = [f"error sample [{r.server} {r.scenario}]: {s}" for r in rows for s in r.error_samples]
-        problems += [f"WARNING [{r.server} {r.scenario}]: {w}" for r in rows for w in _noise_warnings(r)]
+        out = ["\n".join(header)]
+        for agent_name, agent_rows in by_agent.items():
+            if not agent_rows:
+                continue
+            agent = AGENTS[agent_name]
+            section = [f"== agent {agent_name} ({agent.executor}; {agent.describe}, "
+                       f"{agent.expected_events} stream events)", format_table(agent_rows)]
+            ratio_text = format_ratios(ratios[agent_name])
+            if ratio_text:
+                section.append("\n" + ratio_text)
+            out.append("\n".join(section))
+        problems = [f"error sample [{r.agent} {r.server} {r.scenario}]: {s}" for r in rows for s in r.error_samples]
+        problems += [f"WARNING [{r.agent} {r.server} {r.scenario}]: {w}" for r in rows for w in _noise_warnings(r)]
         problems += [f"{name}: NOT BENCHMARKED (or incomplete): {msg.splitlines()[0]}"
                      for name, msg in failures.items()]
         if problems:
