@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from iac_code.hookspecs import hookimpl
 from iac_code.records import TransportSpec
@@ -22,6 +22,25 @@ class HttpTransportConfig(BaseModel):
     public_url: str = Field(
         "", description="Base URL advertised on the Agent Card (default http://<host>:<port>/).")
     sse_ping_seconds: float = Field(15.0, gt=0, description="Interval of SSE keep-alive comments.")
+    http_header_timeout: float = Field(
+        10.0, gt=0, allow_inf_nan=False,
+        description="Seconds to receive a request's line and headers, from connection accept or, on a keep-alive "
+        "connection, from the request's first byte.")
+    http_keepalive_timeout: float = Field(
+        75.0, gt=0, allow_inf_nan=False, description="Idle seconds between requests on a keep-alive connection.")
+    http_body_timeout: float = Field(
+        30.0, gt=0, allow_inf_nan=False,
+        description="Seconds to receive a request's whole body once its headers are in (then 408).")
+    http_max_connections: int = Field(
+        1024, ge=1, description="Open client connections (SSE streams included); past it new ones get 503.")
+
+    @field_validator("http_header_timeout", "http_keepalive_timeout", "http_body_timeout", "http_max_connections",
+                     mode="before")
+    @classmethod
+    def _not_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool):  # pydantic would read true as 1
+            raise ValueError(f"'{(info.field_name or '').replace('_', '-')}': must be a positive number, not {value}")
+        return value
 
 
 def create_transport(kernel: Kernel) -> TransportServer:

@@ -6,6 +6,10 @@ aiohttp's automatic request decompression is off, so a JSON-RPC body whose
 ``Content-Encoding`` is wrong or unknown gets a JSON error (400 / 415) and the
 connection stays usable; gzip and deflate bodies are decoded here, within
 ``max-request-bytes``. Plugin routes receive request bodies as sent.
+
+Connections are served by :mod:`iac_code_transport_http.limits`: header,
+keep-alive and body deadlines, a connection cap, and protocol errors logged as
+one rate-limited line without the offending input.
 """
 
 from __future__ import annotations
@@ -23,6 +27,16 @@ from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
 from iac_code.dispatcher import CallInfo
 from iac_code.records import InterfaceInfo
+from iac_code_transport_http.limits import (
+    CLIENT_ERRORS,
+    ConnectionLimits,
+    LimitedAppRunner,
+    LimitedServer,
+    RateLimitedLog,
+    RequestBodyTimeout,
+    log_client_error,
+)
+from iac_code_transport_http.limits import logger as limits_logger
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
@@ -43,6 +57,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 ACCEPTED_ENCODINGS = "gzip, deflate"
 TOO_LARGE_TEXT = "Request payload too large"
+BODY_TIMEOUT_TEXT = "Request body not received in time"
+BAD_BODY_TEXT = "Malformed request body"
 
 
 class BodyDecodingError(Exception):
@@ -107,6 +123,11 @@ def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
     return web.Response(body=body, status=status, content_type="application/json", headers=headers)
 
 
+def _closing(response: web.Response) -> web.Response:
+    response.force_close()
+    return response
+
+
 def _rpc_error(code: int, message: str) -> bytes:
     return _dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
@@ -121,6 +142,13 @@ class HttpTransport:
         self._ping_seconds = float(getattr(config, "sse_ping_seconds", 15.0))
         self._public_url = str(getattr(config, "public_url", "") or "")
         self._public_paths = {"/health"}
+        self._limits = ConnectionLimits(
+            header_timeout=float(getattr(config, "http_header_timeout", 10.0)),
+            keepalive_timeout=float(getattr(config, "http_keepalive_timeout", 75.0)),
+            body_timeout=float(getattr(config, "http_body_timeout", 30.0)),
+            max_connections=int(getattr(config, "http_max_connections", 1024)),
+        )
+        self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
 
     # ------------------------------------------------------------------ app
@@ -155,6 +183,11 @@ class HttpTransport:
                 return _json(_rpc_error(-32600, TOO_LARGE_TEXT), 413)
             return _json(_dumps({"error": exc.reason}), exc.status,
                          headers={"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None)
+        except RequestBodyTimeout:  # logged by the deadline
+            return _closing(_json(_rpc_error(-32600, BODY_TIMEOUT_TEXT), 408))
+        except CLIENT_ERRORS as exc:  # bad chunking etc.: the exception's text quotes the input
+            log_client_error(self._client_errors, request.remote or "unknown", exc, 400)
+            return _closing(_json(_rpc_error(-32600, BAD_BODY_TEXT), 400))
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -241,10 +274,11 @@ class HttpTransport:
 
     async def start(self) -> list[InterfaceInfo]:
         config = self.kernel.config
-        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False,
-                                     auto_decompress=False)
+        self._runner = LimitedAppRunner(self.build_app(), limits=self._limits, client_errors=self._client_errors,
+                                        handle_signals=False, shutdown_timeout=2.0, access_log=None,
+                                        auto_decompress=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, config.host, config.port, shutdown_timeout=2.0, backlog=1024)
+        site = web.TCPSite(self._runner, config.host, config.port, backlog=1024)
         await site.start()
         port = config.port
         for address in self._runner.addresses:
@@ -259,8 +293,12 @@ class HttpTransport:
 
     async def stop(self) -> None:
         if self._runner is not None:
+            server = self._runner.server
             await self._runner.cleanup()
             self._runner = None
+            if isinstance(server, LimitedServer):
+                server.refusals.flush()
+        self._client_errors.flush()
 
 
 def _url_host(host: str) -> str:
