@@ -739,7 +739,8 @@ def _header(args: argparse.Namespace, plans: list[Plan], workdir: Path, notes: l
         return ["selftest: load generator against the canned null server (answers like the trivial agent)", *notes]
     lines = [f"agents: {', '.join(args.agents)} (each against {args.only or 'both servers'})"]
     if any(p.name == "ours" for p in plans):
-        lines.append(f"ours: persistence ON: task/context snapshots written to {workdir}/ours-state-<agent> "
+        lines.append("ours: persistence ON: every acknowledgement waits for the task journal (group commit, "
+                     f"fdatasync), snapshots in {workdir}/ours-state-<agent> "
                      f"({_fs_type(workdir)}; a fresh directory per server, removed after the run)")
     if any(p.name == "reference" for p in plans):
         lines.append("reference: a2a-sdk InMemoryTaskStore: keeps nothing on disk")

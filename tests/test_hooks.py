@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pluggy
 import pytest
 from pydantic import BaseModel
@@ -28,7 +30,7 @@ from iac_code.records import (
     ToolSpec,
     TransportSpec,
 )
-from iac_code.testing import make_kernel
+from iac_code.testing import A2A_HEADERS, make_kernel, send_message_body, start_server
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "plugin-hooks.md"
 HOOKS = sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("iac_code_"))
@@ -147,6 +149,24 @@ async def test_kernel_uses_plugin_transport_decoder_and_config() -> None:
         assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     finally:
         await kernel.stop()
+
+
+async def test_several_transports_share_one_kernel() -> None:
+    async with start_server({"transport": ["http", "lb"], "port": 0},
+                            extra_plugins={"every-hook": EveryHookPlugin()}) as server, aiohttp.ClientSession() as http:
+        bindings = [i.protocol_binding for i in server.kernel.cards.card.supported_interfaces]
+        assert bindings[0] == "JSONRPC" and "loopback" in bindings
+        body = send_message_body("hello")
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            task = (await r.json())["result"]["task"]
+        get = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}}).encode()
+        seen = await LoopbackTransport.last.call(get)  # the task sent over HTTP, read over the other transport
+        assert seen["result"]["id"] == task["id"]
+
+
+def test_a_transport_named_twice_is_a_startup_error() -> None:
+    with pytest.raises(StartupError, match="listed twice"):
+        make_kernel({"transport": ["http", "jsonrpc"]})
 
 
 class DuplicateTransport:

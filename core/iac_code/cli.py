@@ -53,7 +53,8 @@ def main() -> None:
 @click.option("--config", "config_path", default="", help="YAML file with server options.")
 @click.option("--host", default=None, help="Bind host (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Bind port (default 41242; 0 picks a free port).")
-@click.option("--transport", default=None, help="Transport plugin (default http).")
+@click.option("--transport", "transports", multiple=True,
+              help="Transport plugin (default http); repeat to serve several from one process.")
 @click.option("--debug", "-d", is_flag=True, help="Debug logging.")
 @click.option("--log-to-stdout/--no-log-to-stdout", default=None, help="Mirror logs to stdout.")
 @click.option("--thinking-exposure", "thinking_exposure", multiple=True,
@@ -61,7 +62,7 @@ def main() -> None:
 @click.option("--plugins", "plugins_action", type=click.Choice(["list"]), default=None,
               help="'list' shows every plugin and exits.")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", help="Format for --plugins list.")
-def a2a(config_path: str, host: str | None, port: int | None, transport: str | None, debug: bool,
+def a2a(config_path: str, host: str | None, port: int | None, transports: tuple[str, ...], debug: bool,
         log_to_stdout: bool | None, thinking_exposure: tuple[str, ...], plugins_action: str | None,
         output: str) -> None:
     """Run iac-code as an A2A 1.0 server."""
@@ -80,7 +81,7 @@ def a2a(config_path: str, host: str | None, port: int | None, transport: str | N
             _print_plugins(plugins, output)
             return
         model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
-        overrides: dict[str, Any] = {"host": host, "port": port, "transport": transport,
+        overrides: dict[str, Any] = {"host": host, "port": port, "transport": list(transports) or None,
                                      "log_to_stdout": log_to_stdout}
         if debug:
             overrides["debug"] = True

@@ -148,7 +148,8 @@ class ServerConfig(BaseModel):
 
     host: str = Field(DEFAULT_HOST, description="Bind host.")
     port: int = Field(DEFAULT_PORT, ge=0, le=65535, description="Bind port (0 picks a free one).")
-    transport: str = Field(DEFAULT_TRANSPORT, description="Transport plugin name.")
+    transport: list[str] = Field(default_factory=lambda: [DEFAULT_TRANSPORT],
+                                 description="Transport plugin name, or a list of them served by one process.")
     log_to_stdout: bool = Field(False, description="Mirror logs to stdout.")
     debug: bool = Field(False, description="Debug logging.")
 
@@ -194,6 +195,19 @@ class ServerConfig(BaseModel):
     # Not a configuration key: the file these settings were read from (set by load_config),
     # so the server can refuse it as input (iac_code.workspace.ProtectedPaths).
     _config_file: str = PrivateAttr("")
+
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _transport_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part for part in (p.strip() for p in value.split(",")) if part]
+        if isinstance(value, list | tuple):
+            if not value:
+                raise ValueError("name at least one transport")
+            if not all(isinstance(v, str) and v.strip() for v in value):
+                raise ValueError("transport names must be non-empty strings")
+            return [v.strip() for v in value]
+        return value
 
     @field_validator("thinking_exposure")
     @classmethod

@@ -72,13 +72,24 @@ def traced_handler_class() -> type[KernelRequestHandler]:
     return trace_class(include_list=TRACED_METHODS, kind=SpanKind.SERVER)(traced)  # type: ignore[no-any-return]
 
 
+def _transport_specs(plugins: Plugins, names: list[str]) -> list[TransportSpec]:
+    """The configured transports; one named twice (also through an alias) is a start-up error."""
+    specs: list[TransportSpec] = []
+    for name in names:
+        spec = plugins.transport(name)
+        if any(s.name == spec.name for s in specs):
+            raise StartupError(f"Transport {spec.name!r} is listed twice in 'transport'.")
+        specs.append(spec)
+    return specs
+
+
 class Kernel:
     """One configured server: card, auth, executor, request handler, dispatcher, transport."""
 
     def __init__(self, config: ServerConfig, plugins: Plugins) -> None:
         self.config = config
         self.plugins = plugins
-        self.transport_spec: TransportSpec = plugins.transport(config.transport)
+        self.transport_specs: list[TransportSpec] = _transport_specs(plugins, config.transport)
         self.authenticator = Authenticator(config)
         self.cards = CardService(config)
         self.state_dir = config.resolved_persistence_dir()
@@ -94,7 +105,7 @@ class Kernel:
         self.executor, self._decoder = self._build_executor()
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
-        self._server: TransportServer | None = None
+        self._servers: list[TransportServer] = []
         self._push_sender: KernelPushSender | None = None
         self.interfaces: list[InterfaceInfo] = []
 
@@ -156,7 +167,7 @@ class Kernel:
         return executor, InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:
-        """Start the transport and publish its interfaces on the card."""
+        """Start every configured transport and publish their interfaces on the card."""
         swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
         if swept:
             logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
@@ -164,19 +175,25 @@ class Kernel:
         if restored:
             logger.info("Restored %d task snapshot(s)", restored)
         self.contexts.start()
-        self._server = self.transport_spec.create(self)
-        # Transports look up ``kernel.dispatcher`` per request; it is built below,
-        # before control returns to the event loop, with the bound interfaces.
-        self.interfaces = await self._server.start()
+        # Transports look up ``kernel.dispatcher`` per request; until it is built below (with the
+        # bound interfaces) a request gets the transport's "starting" answer.
+        interfaces: list[InterfaceInfo] = []
+        try:
+            for spec in self.transport_specs:
+                server = spec.create(self)
+                self._servers.append(server)
+                interfaces += await server.start()
+        except BaseException:
+            await self._stop_servers()
+            raise
+        self.interfaces = interfaces
         self.cards.set_interfaces(self.interfaces)
         self._build_handler()
         return self.interfaces
 
     async def stop(self) -> None:
-        """Stop the transport, then drain the running turns."""
-        if self._server is not None:
-            await self._server.stop()
-            self._server = None
+        """Stop the transports, then drain the running turns."""
+        await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()
         await self.contexts.stop()
@@ -185,6 +202,14 @@ class Kernel:
         if self._push_sender is not None:
             await self._push_sender.aclose()
             self._push_sender = None
+
+    async def _stop_servers(self) -> None:
+        servers, self._servers = self._servers, []
+        for server in reversed(servers):
+            try:
+                await server.stop()
+            except Exception:
+                logger.exception("Transport failed to stop cleanly")
 
     async def serve_forever(self, stop: asyncio.Event | None = None) -> None:
         """Start, log where we listen, and run until ``stop`` is set."""
