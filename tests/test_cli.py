@@ -214,7 +214,9 @@ async def test_bad_config_is_a_clear_startup_error(tmp_path: Path, yaml_text: st
 
 
 async def test_missing_transport_plugin_names_the_extra(tmp_path: Path) -> None:
-    code, _, err = await run("a2a", "--transport", "grpc")
+    without_grpc = tmp_path / "no-grpc.yml"  # as if iac-code[a2a-grpc] were not installed
+    without_grpc.write_text("disabled-plugins: [grpc]\n")
+    code, _, err = await run("a2a", "--transport", "grpc", "--config", str(without_grpc))
     assert code == 1
     assert "pip install 'iac-code[a2a-grpc]'" in err and "Traceback" not in err
     config = tmp_path / "no-http.yml"

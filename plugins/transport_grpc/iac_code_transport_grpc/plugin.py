@@ -1,0 +1,61 @@
+"""Plugin registration: the ``grpc`` transport and its configuration keys."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from iac_code.errors import StartupError
+from iac_code.hookspecs import hookimpl
+from iac_code.records import TransportSpec
+
+if TYPE_CHECKING:
+    from iac_code.kernel import Kernel
+    from iac_code.records import TransportServer
+
+MISSING_DEPENDENCIES = "gRPC A2A transport requires optional dependencies. Install iac-code[a2a-grpc]."
+
+
+class GrpcTransportConfig(BaseModel):
+    """Keys the gRPC transport adds to the configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grpc_host: str = Field("", description="gRPC bind host (default: the 'host' setting).")
+    grpc_port: int = Field(
+        50051, ge=0, le=65535, description="gRPC bind port (0 picks a free one; the bound port is advertised).")
+    grpc_tls_cert: str = Field("", description="PEM certificate chain file; TLS when set with grpc-tls-key.")
+    grpc_tls_key: str = Field("", description="PEM private key file of grpc-tls-cert.")
+    grpc_insecure: bool = Field(
+        False, description="Allow plaintext gRPC on a non-loopback grpc-host (logged as a warning).")
+
+    @field_validator("grpc_port", mode="before")
+    @classmethod
+    def _port_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # pydantic would read true as 1
+            raise ValueError(f"'grpc-port': must be a port number, not {value}")
+        return value
+
+
+def create_transport(kernel: Kernel) -> TransportServer:
+    try:
+        from iac_code_transport_grpc.server import GrpcTransport
+    except ImportError:
+        raise StartupError(MISSING_DEPENDENCIES) from None
+    return GrpcTransport(kernel)
+
+
+@hookimpl
+def iac_code_transports() -> list[TransportSpec]:
+    return [TransportSpec(
+        name="grpc",
+        aliases=("grpcs",),
+        create=create_transport,
+        description="Official A2A gRPC binding (lf.a2a.v1.A2AService, grpcio asyncio server).",
+    )]
+
+
+@hookimpl
+def iac_code_config_model() -> type[BaseModel]:
+    return GrpcTransportConfig

@@ -1,0 +1,286 @@
+"""The official A2A gRPC binding: ``lf.a2a.v1.A2AService`` on grpcio's asyncio server.
+
+a2a-sdk's :class:`~a2a.server.request_handlers.grpc_handler.GrpcHandler` maps the
+RPCs onto the kernel's request handler (the one JSON-RPC uses) and A2A errors
+onto gRPC status codes with ``google.rpc.ErrorInfo`` details. This module adds
+what the SDK leaves to the host, with the HTTP transport's and the JSON-RPC
+dispatcher's rules and texts:
+
+* authentication from call metadata (``authorization``, the API-key header)
+  through ``kernel.authenticator``; a refused call ends ``UNAUTHENTICATED``;
+* the caller's principal as the call context's user (owner scope of tasks);
+* ``a2a-version`` (Major.Minor must be 1.0) and the required ``a2a-extensions``;
+* unexpected errors end ``INTERNAL`` with "Internal error" (logged here, never
+  echoed: grpcio would otherwise put the exception's text in the status);
+* TLS when ``grpc-tls-cert`` and ``grpc-tls-key`` are set; plaintext on a
+  non-loopback address only with ``grpc-insecure: true``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.grpc_handler import GrpcHandler, GrpcServerCallContextBuilder
+from a2a.types import a2a_pb2_grpc
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
+from a2a.utils.errors import A2AError, ExtensionSupportRequiredError, InternalError, VersionNotSupportedError
+from grpc import aio
+
+from iac_code.auth import Principal, PrincipalUser
+from iac_code.dispatcher import EXTENSION_EXEMPT, MESSAGE_METHODS, RAW_PARAMS_KEY
+from iac_code.dispatcher import _shown as shown  # the dispatcher's own rules (see module doc)
+from iac_code.dispatcher import _version_compatible as version_compatible
+from iac_code.errors import StartupError
+from iac_code.jsonio import message_to_json
+from iac_code.records import InterfaceInfo
+
+if TYPE_CHECKING:
+    from iac_code.kernel import Kernel
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_BINDING = "GRPC"
+STOP_GRACE_SECONDS = 1.0
+UNAUTHENTICATED_TEXT = "Unauthorized"
+STARTING_TEXT = "Server is starting"
+INTERNAL_TEXT = "Internal error"
+VERSION_KEY = "a2a-version"
+EXTENSIONS_KEY = HTTP_EXTENSION_HEADER.lower()
+
+UNARY_METHODS = ("SendMessage", "GetTask", "ListTasks", "CancelTask", "CreateTaskPushNotificationConfig",
+                 "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+                 "DeleteTaskPushNotificationConfig", "GetExtendedAgentCard")
+STREAM_METHODS = ("SendStreamingMessage", "SubscribeToTask")
+
+
+@dataclass(frozen=True)
+class AdmittedCall:
+    """What the admission step learned about one call, for the call context builder."""
+
+    principal: Principal
+    method: str
+    headers: Mapping[str, str]
+    extensions: frozenset[str]
+    raw_params: dict[str, Any] | None
+
+
+# Set by admission in the RPC's own task, read by the context builder further down the same call.
+_ADMITTED: contextvars.ContextVar[AdmittedCall | None] = contextvars.ContextVar("iac_code_grpc_call", default=None)
+
+
+def read_metadata(context: aio.ServicerContext) -> tuple[dict[str, str], list[str]]:
+    """Call metadata as lower-case text headers (first value wins) and every ``a2a-extensions`` value."""
+    headers: dict[str, str] = {}
+    extensions: list[str] = []
+    for key, value in context.invocation_metadata() or ():
+        if not isinstance(value, str):  # "-bin" metadata carries bytes: never a header we read
+            continue
+        key = key.lower()
+        headers.setdefault(key, value)
+        if key == EXTENSIONS_KEY:
+            extensions.append(value)
+    return headers, extensions
+
+
+def protocol_error(method: str, headers: Mapping[str, str], extensions: frozenset[str],
+                   required: frozenset[str]) -> A2AError | None:
+    """The JSON-RPC dispatcher's A2A-Version and required-extension checks, with its texts."""
+    version = (headers.get(VERSION_KEY) or "").strip()
+    if not version_compatible(version):
+        given = f"A2A version '{shown(version, 20)}'" if version else (
+            f"A2A version '{PROTOCOL_VERSION_0_3}' (no A2A-Version header)")
+        return VersionNotSupportedError(
+            message=f"{given} is not supported by this handler. Expected version '{PROTOCOL_VERSION_1_0}'; "
+            f"send the header 'A2A-Version: {PROTOCOL_VERSION_1_0}'.")
+    if required and method not in EXTENSION_EXEMPT:
+        missing = sorted(required - extensions)
+        if missing:
+            return ExtensionSupportRequiredError(
+                message=f"Required A2A extensions were not requested: {', '.join(missing)}")
+    return None
+
+
+class AdmittedContextBuilder(GrpcServerCallContextBuilder):
+    """The call context the JSON-RPC dispatcher would build: principal as user, headers, raw params."""
+
+    def build(self, context: aio.ServicerContext) -> ServerCallContext:
+        call = _ADMITTED.get()
+        if call is None:  # an RPC that skipped admission: fail closed, never serve it anonymously
+            raise InternalError(message=INTERNAL_TEXT)
+        state: dict[str, Any] = {"headers": call.headers, "method": call.method, "transport": "grpc",
+                                 "grpc_context": context}
+        if call.raw_params is not None:
+            state[RAW_PARAMS_KEY] = call.raw_params
+        return ServerCallContext.model_construct(
+            user=PrincipalUser(call.principal), state=state, requested_extensions=set(call.extensions), tenant="")
+
+
+class KernelRequestHandlerRef:
+    """``kernel.request_handler``, looked up per call: the kernel builds it after the transports bind."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel.request_handler, name)
+
+
+def _unary(method: str) -> Callable[..., Any]:
+    served = getattr(GrpcHandler, method)
+
+    async def rpc(self: KernelGrpcHandler, request: Any, context: aio.ServicerContext) -> Any:
+        await self.admit(method, request, context)
+        try:
+            return await served(self, request, context)
+        except aio.AbortError:
+            raise
+        except Exception:
+            logger.exception("Unhandled error in gRPC %s", method)
+            await self.abort_context(InternalError(message=INTERNAL_TEXT), context)
+            raise  # not reached: abort raises
+
+    rpc.__name__ = rpc.__qualname__ = method
+    return rpc
+
+
+def _stream(method: str) -> Callable[..., Any]:
+    served = getattr(GrpcHandler, method)
+
+    async def rpc(self: KernelGrpcHandler, request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+        await self.admit(method, request, context)
+        try:
+            async for item in served(self, request, context):
+                yield item
+        except aio.AbortError:
+            raise
+        except Exception:
+            logger.exception("Unhandled error while streaming gRPC %s", method)
+            await self.abort_context(InternalError(message=INTERNAL_TEXT), context)
+
+    rpc.__name__ = rpc.__qualname__ = method
+    return rpc
+
+
+class KernelGrpcHandler(GrpcHandler):
+    """a2a-sdk's GrpcHandler over the kernel's request handler, behind authentication and protocol checks."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        super().__init__(KernelRequestHandlerRef(kernel), AdmittedContextBuilder())  # type: ignore[arg-type]
+        self._kernel = kernel
+        self._required = frozenset(kernel.config.required_extensions)
+
+    async def admit(self, method: str, request: Any, context: aio.ServicerContext) -> None:
+        """Authenticate and check the protocol metadata; abort the call when refused."""
+        headers, extensions = read_metadata(context)
+        principal = self._kernel.authenticator.authenticate(headers)
+        if principal is None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_TEXT)
+        if self._kernel.request_handler is None:  # only between bind and kernel start-up completing
+            await context.abort(grpc.StatusCode.UNAVAILABLE, STARTING_TEXT)
+        requested = frozenset(get_requested_extensions(extensions))
+        error = protocol_error(method, headers, requested, self._required)
+        if error is not None:
+            await self.abort_context(error, context)
+        assert principal is not None
+        raw = message_to_json(request) if method in MESSAGE_METHODS else None
+        _ADMITTED.set(AdmittedCall(principal, method, headers, requested, raw))
+
+    SendMessage = _unary("SendMessage")
+    GetTask = _unary("GetTask")
+    ListTasks = _unary("ListTasks")
+    CancelTask = _unary("CancelTask")
+    CreateTaskPushNotificationConfig = _unary("CreateTaskPushNotificationConfig")
+    GetTaskPushNotificationConfig = _unary("GetTaskPushNotificationConfig")
+    ListTaskPushNotificationConfigs = _unary("ListTaskPushNotificationConfigs")
+    DeleteTaskPushNotificationConfig = _unary("DeleteTaskPushNotificationConfig")
+    GetExtendedAgentCard = _unary("GetExtendedAgentCard")
+    SendStreamingMessage = _stream("SendStreamingMessage")
+    SubscribeToTask = _stream("SubscribeToTask")
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``)."""
+    host = host.strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _address_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _read_pem(key: str, path: str) -> bytes:
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise StartupError(f"Cannot read the '{key}' file: {exc.strerror or type(exc).__name__}.") from None
+
+
+class GrpcTransport:
+    """Serves the kernel over the official A2A gRPC binding; one instance per running server."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._server: aio.Server | None = None
+
+    def _credentials(self, host: str) -> grpc.ServerCredentials | None:
+        config = self.kernel.config
+        cert = str(getattr(config, "grpc_tls_cert", "") or "")
+        key = str(getattr(config, "grpc_tls_key", "") or "")
+        if bool(cert) != bool(key):
+            raise StartupError("gRPC TLS needs both 'grpc-tls-cert' and 'grpc-tls-key'; only one is set.")
+        if cert:
+            chain, private_key = _read_pem("grpc-tls-cert", cert), _read_pem("grpc-tls-key", key)
+            if b"-----BEGIN" not in chain or b"-----BEGIN" not in private_key:
+                raise StartupError("'grpc-tls-cert' and 'grpc-tls-key' must be PEM files.")
+            return grpc.ssl_server_credentials([(private_key, chain)])
+        if not is_loopback(host):
+            if not getattr(config, "grpc_insecure", False):
+                raise StartupError(
+                    f"gRPC would serve plaintext on the non-loopback address {host!r}: set 'grpc-tls-cert' and "
+                    "'grpc-tls-key', or 'grpc-insecure: true' to allow it.")
+            logger.warning("grpc-insecure: serving gRPC without TLS on the non-loopback address %s", host)
+        return None
+
+    async def start(self) -> list[InterfaceInfo]:
+        config = self.kernel.config
+        host = str(getattr(config, "grpc_host", "") or config.host).strip()
+        port = int(getattr(config, "grpc_port", 50051))
+        credentials = self._credentials(host)
+        server = aio.server(options=[
+            ("grpc.max_receive_message_length", config.max_request_bytes),
+            ("grpc.so_reuseport", 0),  # a port in use is a start-up error, not a shared listener
+        ])
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(KernelGrpcHandler(self.kernel), server)
+        address = f"{_address_host(host)}:{port}"
+        try:
+            bound = (server.add_secure_port(address, credentials) if credentials is not None
+                     else server.add_insecure_port(address))
+        except RuntimeError:
+            bound = 0
+        if not bound:
+            await server.stop(None)
+            raise StartupError(f"Cannot bind the gRPC transport to {address}.")
+        await server.start()
+        self._server = server
+        logger.info("gRPC transport bound to %s:%s (%s)", host, bound, "TLS" if credentials else "plaintext")
+        return [InterfaceInfo(url=f"{_address_host(host)}:{bound}", protocol_binding=PROTOCOL_BINDING,
+                              protocol_version="1.0")]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            await server.stop(STOP_GRACE_SECONDS)
