@@ -1,4 +1,4 @@
-"""The one transport-neutral JSON-RPC 2.0 dispatcher.
+"""The one transport-neutral A2A dispatcher: JSON-RPC 2.0 envelope over one call core.
 
 A transport authenticates, then calls :meth:`JsonRpcDispatcher.dispatch` with the
 request body and a :class:`CallInfo`. The result is either one JSON-RPC response
@@ -9,6 +9,11 @@ parameter; Major.Minor must be 1.0) and required extensions, parses params into
 the SDK's protobuf requests and maps errors to the standard codes with our own
 texts, never the parser's. Results leave as JSON through
 :func:`iac_code.jsonio.message_to_json`.
+
+Everything after the envelope is :meth:`JsonRpcDispatcher.invoke` (method name +
+params -> validated protobuf request -> handler call -> result, or
+:class:`CallError`); the HTTP+JSON binding (:mod:`iac_code.rest`) frames the same
+core, so both bindings share one implementation of the protocol.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import base64
 import binascii
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,6 +228,53 @@ def _invalid_params_text(exc: Exception) -> str:
     return f"Invalid params: field '{path}' has an invalid value"
 
 
+def protocol_error(method: str, version: str, requested: frozenset[str] | set[str],
+                   required: frozenset[str]) -> A2AError | None:
+    """The A2A-Version (Major.Minor must be 1.0; none means 0.3) and required-extension checks
+    every binding applies before a call, with their texts; ``None`` when the call may go on."""
+    if not _version_compatible(version):
+        given = f"A2A version '{_shown(version, 20)}'" if version else (
+            f"A2A version '{PROTOCOL_VERSION_0_3}' (no A2A-Version header)")
+        return VersionNotSupportedError(
+            message=f"{given} is not supported by this handler. Expected version '{PROTOCOL_VERSION_1_0}'; "
+            f"send the header 'A2A-Version: {PROTOCOL_VERSION_1_0}'.")
+    if required and method not in EXTENSION_EXEMPT:
+        missing = sorted(required - requested)
+        if missing:
+            return ExtensionSupportRequiredError(
+                message=f"Required A2A extensions were not requested: {', '.join(missing)}")
+    return None
+
+
+class CallError(Exception):
+    """A call refused or failed; ``error`` is what the binding reports (its own framing)."""
+
+    def __init__(self, error: A2AError | JSONRPCError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def decode_json(body: bytes | str, call: CallInfo) -> Any:
+    """The JSON document in ``body``; :class:`CallError` (our text) when it does not parse."""
+    try:
+        return jsonio.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CallError(_parse_error(call, exc)) from None
+
+
+class _QueryParams:
+    """A multi-valued query mapping with the ``keys``/``getlist`` face ``proto_utils.parse_params`` reads."""
+
+    def __init__(self, values: Mapping[str, Sequence[str]]) -> None:
+        self._values = values
+
+    def keys(self) -> Any:
+        return self._values.keys()
+
+    def getlist(self, key: str) -> list[str]:
+        return list(self._values[key])
+
+
 class JsonRpcDispatcher:
     """Validates JSON-RPC envelopes and routes A2A 1.0 methods to a RequestHandler."""
 
@@ -246,15 +298,15 @@ class JsonRpcDispatcher:
             "GetExtendedAgentCard": self._extended_card,
         }
 
-    # ------------------------------------------------------------------ entry point
+    # ------------------------------------------------------------------ JSON-RPC envelope
 
     async def dispatch(self, body: bytes | str | Mapping[str, Any], call: CallInfo) -> Response | AsyncIterator[Response]:
         """Handle one JSON-RPC request; never raises for bad input."""
         if isinstance(body, bytes | str):
             try:
-                payload: Any = jsonio.loads(body)
-            except (ValueError, UnicodeDecodeError) as exc:
-                return _error(None, _parse_error(call, exc))
+                payload: Any = decode_json(body, call)
+            except CallError as exc:
+                return _error(None, exc.error)
         else:
             payload = body
         if isinstance(payload, list):
@@ -269,38 +321,69 @@ class JsonRpcDispatcher:
         method = payload.get("method")
         if not isinstance(method, str) or not method:
             return _error(request_id, JsonRpcInvalidRequest(message="Invalid request: 'method' must be a non-empty string"))
-        model = METHOD_PARAMS.get(method)
-        if model is None:
+        if method not in METHOD_PARAMS:
             return _error(request_id, JsonRpcMethodNotFound(message=f"Method not found: {method[:100]}"))
         params = payload.get("params", {})
         if params is None:
             params = {}
         if not isinstance(params, dict):
             return _error(request_id, JsonRpcInvalidParams(message="Invalid params: 'params' must be an object"))
+        try:
+            result = await self.invoke(method, params, call, request_id=request_id)
+        except CallError as exc:
+            return _error(request_id, exc.error)
+        if method in STREAMING_METHODS:
+            return _frames(result, request_id)
+        return _result(request_id, result)
 
-        version = _requested_version(call)
-        if not _version_compatible(version):
-            given = f"A2A version '{_shown(version, 20)}'" if version else (
-                f"A2A version '{PROTOCOL_VERSION_0_3}' (no A2A-Version header)")
-            return _error(request_id, VersionNotSupportedError(
-                message=f"{given} is not supported by this handler. Expected version '{PROTOCOL_VERSION_1_0}'; "
-                f"send the header 'A2A-Version: {PROTOCOL_VERSION_1_0}'."))
+    # ------------------------------------------------------------------ the call core
+
+    async def invoke(  # noqa: PLR0913 - one core for every binding's framing
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        call: CallInfo,
+        *,
+        request_id: Any = None,
+        query: Mapping[str, Sequence[str]] | None = None,
+        fields: Mapping[str, str] | None = None,
+        tenant: str | None = None,
+    ) -> Any:
+        """Run one A2A method; the binding adds the framing.
+
+        ``params`` is the method's params object as decoded JSON (kept in
+        ``context.state[RAW_PARAMS_KEY]``); ``query`` holds REST query parameters
+        (parsed as a2a-sdk's REST routes do, before ``params``); ``fields`` are
+        request fields set last (REST path parameters: ``{"task_id": ...}``);
+        ``tenant`` overrides the call's tenant (a REST ``/{tenant}/`` prefix).
+
+        Returns the JSON result of a unary method, or for a streaming method an
+        async iterator of StreamResponse JSON objects whose first event has
+        already arrived. Raises :class:`CallError` when the call is refused or
+        fails, also mid-stream.
+        """
+        model = METHOD_PARAMS.get(method)
+        if model is None:
+            raise CallError(JsonRpcMethodNotFound(message=f"Method not found: {method[:100]}"))
         requested = get_requested_extensions(call.extensions)
-        if self._required and method not in EXTENSION_EXEMPT:
-            missing = sorted(self._required - requested)
-            if missing:
-                return _error(request_id, ExtensionSupportRequiredError(
-                    message=f"Required A2A extensions were not requested: {', '.join(missing)}"))
+        refused = protocol_error(method, _requested_version(call), requested, self._required)
+        if refused is not None:
+            raise CallError(refused)
 
         if method in MESSAGE_METHODS:
             bad_part = _invalid_raw_part(params)
             if bad_part is not None:
-                return _error(request_id, JsonRpcInvalidParams(message=f"Invalid params: {bad_part} is not valid base64"))
+                raise CallError(JsonRpcInvalidParams(message=f"Invalid params: {bad_part} is not valid base64"))
         try:
-            request = ParseDict(params, model(), ignore_unknown_fields=True)
+            request = model()
+            if query:
+                proto_utils.parse_params(_QueryParams(query), request)
+            ParseDict(params, request, ignore_unknown_fields=True)
+            for name, value in (fields or {}).items():
+                setattr(request, name, value)
         except (ParseError, ValueError, TypeError, AttributeError) as exc:
             logger.debug("Invalid params for %s (request id %r): %s", method, request_id, exc)
-            return _error(request_id, JsonRpcInvalidParams(message=_invalid_params_text(exc)))
+            raise CallError(JsonRpcInvalidParams(message=_invalid_params_text(exc))) from None
 
         # model_construct: every field is built here, pydantic validation would only cost time.
         context = ServerCallContext.model_construct(
@@ -308,22 +391,22 @@ class JsonRpcDispatcher:
             state={"headers": call.headers, "method": method, "request_id": request_id,
                    "transport": call.transport, RAW_PARAMS_KEY: params},
             requested_extensions=requested,
-            tenant=getattr(request, "tenant", ""),
+            tenant=getattr(request, "tenant", "") if tenant is None else tenant,
         )
         if method in STREAMING_METHODS:
             return await self._stream(method, request_id, request, context)
         try:
-            return _result(request_id, await self._unary[method](request, context))
+            return await self._unary[method](request, context)
         except A2AError as exc:
-            return _error(request_id, exc)
+            raise CallError(exc) from None
         except Exception:
             logger.exception("Unhandled error in %s (request id %r)", method, request_id)
-            return _error(request_id, JsonRpcInternalError(message="Internal error"))
+            raise CallError(JsonRpcInternalError(message="Internal error")) from None
 
     # ------------------------------------------------------------------ streaming
 
     async def _stream(self, method: str, request_id: Any, request: Any,
-                      context: ServerCallContext) -> Response | AsyncIterator[Response]:
+                      context: ServerCallContext) -> AsyncIterator[dict[str, Any]]:
         if method == "SendStreamingMessage":
             stream = self._handler.on_message_send_stream(request, context)
         else:
@@ -334,28 +417,11 @@ class JsonRpcDispatcher:
         except StopAsyncIteration:
             return _empty()
         except A2AError as exc:
-            return _error(request_id, exc)
+            raise CallError(exc) from None
         except Exception:
             logger.exception("Unhandled error in %s (request id %r)", method, request_id)
-            return _error(request_id, JsonRpcInternalError(message="Internal error"))
-        return self._frames(stream, first, request_id, method)
-
-    async def _frames(self, stream: AsyncIterator[Any], first: Any, request_id: Any,
-                      method: str) -> AsyncIterator[Response]:
-        to_stream = proto_utils.to_stream_response
-        try:
-            yield _result(request_id, message_to_json(to_stream(first)))
-            async for event in stream:
-                yield _result(request_id, message_to_json(to_stream(event)))
-        except A2AError as exc:
-            yield _error(request_id, exc)
-        except Exception:
-            logger.exception("Unhandled error while streaming %s (request id %r)", method, request_id)
-            yield _error(request_id, JsonRpcInternalError(message="Internal error"))
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            raise CallError(JsonRpcInternalError(message="Internal error")) from None
+        return _events(stream, first, request_id, method)
 
     # ------------------------------------------------------------------ unary methods
 
@@ -410,6 +476,39 @@ class JsonRpcDispatcher:
         return message_to_json(await self._handler.on_get_extended_agent_card(request, context))
 
 
-async def _empty() -> AsyncIterator[Response]:
+
+async def _events(stream: AsyncIterator[Any], first: Any, request_id: Any,
+                  method: str) -> AsyncIterator[dict[str, Any]]:
+    """The handler's events as StreamResponse JSON; a failure mid-stream raises :class:`CallError`."""
+    to_stream = proto_utils.to_stream_response
+    try:
+        yield message_to_json(to_stream(first))
+        async for event in stream:
+            yield message_to_json(to_stream(event))
+    except A2AError as exc:
+        raise CallError(exc) from None
+    except Exception:
+        logger.exception("Unhandled error while streaming %s (request id %r)", method, request_id)
+        raise CallError(JsonRpcInternalError(message="Internal error")) from None
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _frames(events: AsyncIterator[dict[str, Any]], request_id: Any) -> AsyncIterator[Response]:
+    """JSON-RPC framing of a stream: one response per event, a failure as a final error response."""
+    try:
+        async for event in events:
+            yield _result(request_id, event)
+    except CallError as exc:
+        yield _error(request_id, exc.error)
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _empty() -> AsyncIterator[Any]:
     return
     yield  # pragma: no cover - makes this an async generator

@@ -31,14 +31,12 @@ from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extension
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.grpc_handler import GrpcHandler, GrpcServerCallContextBuilder
 from a2a.types import a2a_pb2_grpc
-from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
-from a2a.utils.errors import A2AError, ExtensionSupportRequiredError, InternalError, VersionNotSupportedError
+from a2a.utils.errors import A2AError, InternalError
 from grpc import aio
 
 from iac_code.auth import Principal, PrincipalUser
-from iac_code.dispatcher import EXTENSION_EXEMPT, MESSAGE_METHODS, RAW_PARAMS_KEY
-from iac_code.dispatcher import _shown as shown  # the dispatcher's own rules (see module doc)
-from iac_code.dispatcher import _version_compatible as version_compatible
+from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY
+from iac_code.dispatcher import protocol_error as check_protocol
 from iac_code.errors import StartupError
 from iac_code.jsonio import message_to_json
 from iac_code.records import InterfaceInfo
@@ -93,20 +91,8 @@ def read_metadata(context: aio.ServicerContext) -> tuple[dict[str, str], list[st
 
 def protocol_error(method: str, headers: Mapping[str, str], extensions: frozenset[str],
                    required: frozenset[str]) -> A2AError | None:
-    """The JSON-RPC dispatcher's A2A-Version and required-extension checks, with its texts."""
-    version = (headers.get(VERSION_KEY) or "").strip()
-    if not version_compatible(version):
-        given = f"A2A version '{shown(version, 20)}'" if version else (
-            f"A2A version '{PROTOCOL_VERSION_0_3}' (no A2A-Version header)")
-        return VersionNotSupportedError(
-            message=f"{given} is not supported by this handler. Expected version '{PROTOCOL_VERSION_1_0}'; "
-            f"send the header 'A2A-Version: {PROTOCOL_VERSION_1_0}'.")
-    if required and method not in EXTENSION_EXEMPT:
-        missing = sorted(required - extensions)
-        if missing:
-            return ExtensionSupportRequiredError(
-                message=f"Required A2A extensions were not requested: {', '.join(missing)}")
-    return None
+    """The dispatcher's A2A-Version and required-extension checks, from call metadata."""
+    return check_protocol(method, (headers.get(VERSION_KEY) or "").strip(), extensions, required)
 
 
 class AdmittedContextBuilder(GrpcServerCallContextBuilder):

@@ -1,4 +1,4 @@
-"""The aiohttp application: health, Agent Card, JSON-RPC (unary + SSE), plugin routes.
+"""The aiohttp application: health, Agent Card, JSON-RPC and HTTP+JSON (unary + SSE), plugin routes.
 
 The transport only frames: it authenticates through the kernel's
 authenticator, hands bodies to the kernel's dispatcher and writes JSON or SSE.
@@ -6,6 +6,11 @@ aiohttp's automatic request decompression is off, so a JSON-RPC body whose
 ``Content-Encoding`` is wrong or unknown gets a JSON error (400 / 415) and the
 connection stays usable; gzip and deflate bodies are decoded here, within
 ``max-request-bytes``. Plugin routes receive request bodies as sent.
+
+The HTTP+JSON (REST) routes of :mod:`iac_code.rest` are served beside ``POST /``
+with the same authentication, limits and body decoding; both bindings call the
+same dispatcher core and differ only in framing (REST errors are
+``google.rpc.Status`` bodies with the binding's HTTP status).
 
 Connections are served by :mod:`iac_code_transport_http.limits`: header,
 keep-alive and body deadlines, a connection cap, and protocol errors logged as
@@ -21,12 +26,14 @@ import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from a2a.server.jsonrpc_models import JSONRPCError
 from aiohttp import web
 
 from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
 from iac_code.dispatcher import CallInfo
 from iac_code.records import InterfaceInfo
+from iac_code.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestReply, RestRoute, error_reply
 from iac_code_transport_http.limits import (
     CLIENT_ERRORS,
     ConnectionLimits,
@@ -132,6 +139,36 @@ def _rpc_error(code: int, message: str) -> bytes:
     return _dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
+def _rpc_frame(frame: dict[str, Any]) -> bytes:
+    return b"data: " + _dumps(frame) + b"\r\n\r\n"
+
+
+def _rest_frame(event: tuple[str, dict[str, Any]]) -> bytes:
+    name, data = event
+    return (f"event: {name}\r\n".encode() if name else b"") + b"data: " + _dumps(data) + b"\r\n\r\n"
+
+
+def _rest_response(reply: RestReply, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=_dumps(reply.body), status=reply.status, content_type=reply.media_type,
+                        headers=headers)
+
+
+def _rest_error(code: int, message: str, status: int, headers: dict[str, str] | None = None) -> web.Response:
+    """A transport-level REST error (the JSON-RPC code says which A2A error it is)."""
+    return _rest_response(error_reply(JSONRPCError(code=code, message=message), status), headers)
+
+
+class _BodyError(Exception):
+    """The request body cannot be read as sent: HTTP ``status``, JSON-RPC ``code``, our ``message``."""
+
+    def __init__(self, status: int, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+
+
 class HttpTransport:
     """Serves the kernel over HTTP; one instance per running server."""
 
@@ -150,6 +187,7 @@ class HttpTransport:
         )
         self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
+        self._rest_resources: set[Any] = set()
 
     # ------------------------------------------------------------------ app
 
@@ -164,7 +202,16 @@ class HttpTransport:
             app.router.add_route(route.method.upper(), route.path, route.handler, name=route.name or None)
             if not route.auth:
                 self._public_paths.add(route.path)
+        # After plugin routes, so a plugin's literal path wins over "/{tenant}/...".
+        for prefix in ("", TENANT_PREFIX):
+            for rest_route in REST_ROUTES:
+                added = app.router.add_route(rest_route.http_method, prefix + rest_route.path,
+                                             self._rest_endpoint(rest_route))
+                self._rest_resources.add(added.resource)
         return app
+
+    def _is_rest(self, request: web.Request) -> bool:
+        return getattr(request.match_info.route, "resource", None) in self._rest_resources
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -180,19 +227,28 @@ class HttpTransport:
             if exc.status < 400:
                 raise
             if exc.status == 413:
-                return _json(_rpc_error(-32600, TOO_LARGE_TEXT), 413)
+                return self._framed_error(request, 413, -32600, TOO_LARGE_TEXT)
             return _json(_dumps({"error": exc.reason}), exc.status,
                          headers={"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None)
         except RequestBodyTimeout:  # logged by the deadline
-            return _closing(_json(_rpc_error(-32600, BODY_TIMEOUT_TEXT), 408))
+            return _closing(self._framed_error(request, 408, -32600, BODY_TIMEOUT_TEXT))
         except CLIENT_ERRORS as exc:  # bad chunking etc.: the exception's text quotes the input
             log_client_error(self._client_errors, request.remote or "unknown", exc, 400)
-            return _closing(_json(_rpc_error(-32600, BAD_BODY_TEXT), 400))
+            return _closing(self._framed_error(request, 400, -32600, BAD_BODY_TEXT))
         except asyncio.CancelledError:
             raise
         except Exception:
             logger.exception("Unhandled error on %s %s", request.method, request.path)
+            if self._is_rest(request):
+                return _rest_error(-32603, "Internal error", 500)
             return _json(_dumps({"error": "Internal Server Error"}), 500)
+
+    def _framed_error(self, request: web.Request, status: int, code: int, message: str,
+                      headers: dict[str, str] | None = None) -> web.Response:
+        """A body-level error in the framing of the route that failed: REST Status, else JSON-RPC."""
+        if self._is_rest(request):
+            return _rest_error(code, message, status, headers)
+        return _json(_rpc_error(code, message), status, headers=headers)
 
     # ------------------------------------------------------------------ routes
 
@@ -210,26 +266,30 @@ class HttpTransport:
                 return web.Response(status=304, headers=headers)
         return _json(document.body, headers=headers)
 
-    async def _rpc(self, request: web.Request) -> web.StreamResponse:
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The body, decoded as its ``Content-Encoding`` says, within ``max-request-bytes``."""
         if request.content_length is not None and request.content_length > self._max_body:
-            return _json(_rpc_error(-32600, TOO_LARGE_TEXT), 413)
+            raise _BodyError(413, -32600, TOO_LARGE_TEXT)
         body = await request.read()
-        headers = request.headers
-        content_encoding = headers.get("Content-Encoding")
+        content_encoding = request.headers.get("Content-Encoding")
         if content_encoding is not None:
             try:
                 body = decode_content(body, content_encoding, self._max_body)
             except BodyTooLargeError:
-                return _json(_rpc_error(-32600, TOO_LARGE_TEXT), 413)
+                raise _BodyError(413, -32600, TOO_LARGE_TEXT) from None
             except BodyDecodingError:
-                return _json(_rpc_error(
-                    -32700, "Parse error: request body does not match its Content-Encoding"), 400)
+                raise _BodyError(400, -32700, "Parse error: request body does not match its Content-Encoding") from None
             except UnsupportedEncodingError as exc:
                 coding = exc.coding[:40] if exc.coding.isascii() and exc.coding.isprintable() else "?"
-                return _json(_rpc_error(
-                    -32600, f"Content-Encoding '{coding}' is not supported: send {ACCEPTED_ENCODINGS} or identity"),
-                    415, headers={"Accept-Encoding": ACCEPTED_ENCODINGS})
-        call = CallInfo(
+                raise _BodyError(
+                    415, -32600, f"Content-Encoding '{coding}' is not supported: send {ACCEPTED_ENCODINGS} or identity",
+                    headers={"Accept-Encoding": ACCEPTED_ENCODINGS}) from None
+        return body
+
+    @staticmethod
+    def _call_info(request: web.Request) -> CallInfo:
+        headers = request.headers
+        return CallInfo(
             principal=request.get(PRINCIPAL_KEY, ANONYMOUS_PRINCIPAL),
             headers=headers,
             extensions=headers.getall("A2A-Extensions", []),
@@ -237,21 +297,49 @@ class HttpTransport:
             query=request.query,
             content_type=headers.get("Content-Type", ""),
         )
+
+    async def _rpc(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await self._read_body(request)
+        except _BodyError as exc:
+            return _json(_rpc_error(exc.code, exc.message), exc.status, headers=exc.headers)
+        call = self._call_info(request)
         dispatcher = self.kernel.dispatcher
         if dispatcher is None:  # only between bind and kernel start-up completing
             return _json(_rpc_error(-32603, "Server is starting"), 503)
         result = await dispatcher.dispatch(body, call)
         if isinstance(result, dict):
             return _json(_dumps(result))
-        return await self._sse(request, result)
+        return await self._sse(request, result, _rpc_frame)
 
-    async def _sse(self, request: web.Request, frames: AsyncIterator[dict[str, Any]]) -> web.StreamResponse:
+    def _rest_endpoint(self, route: RestRoute) -> Handler:
+        async def endpoint(request: web.Request) -> web.StreamResponse:
+            return await self._rest(request, route)
+        return endpoint
+
+    async def _rest(self, request: web.Request, route: RestRoute) -> web.StreamResponse:
+        body = b""
+        if request.method == "POST":  # read (and bounded) even where the binding ignores it
+            try:
+                body = await self._read_body(request)
+            except _BodyError as exc:
+                return _rest_error(exc.code, exc.message, exc.status, exc.headers)
+        dispatcher = self.kernel.dispatcher
+        if dispatcher is None:  # only between bind and kernel start-up completing
+            return _rest_error(-32603, "Server is starting", 503)
+        reply = await RestBinding(dispatcher).handle(route, request.match_info, body, self._call_info(request))
+        if isinstance(reply, RestReply):
+            return _rest_response(reply)
+        return await self._sse(request, reply.events, _rest_frame)
+
+    async def _sse(self, request: web.Request, frames: AsyncIterator[Any],
+                   encode: Callable[[Any], bytes]) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await response.prepare(request)
         pinger = asyncio.get_running_loop().create_task(self._ping(response))
         try:
             async for frame in frames:
-                await response.write(b"data: " + _dumps(frame) + b"\r\n\r\n")
+                await response.write(encode(frame))
         except (ConnectionError, asyncio.CancelledError):
             logger.debug("SSE client went away")
         finally:
@@ -289,7 +377,8 @@ class HttpTransport:
         url = self._public_url or f"http://{_url_host(config.host)}:{port}/"
         if not url.endswith("/"):
             url += "/"
-        return [InterfaceInfo(url=url, protocol_binding="JSONRPC", protocol_version="1.0")]
+        return [InterfaceInfo(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
+                InterfaceInfo(url=url.rstrip("/"), protocol_binding=BINDING, protocol_version="1.0")]
 
     async def stop(self) -> None:
         if self._runner is not None:
