@@ -7,7 +7,7 @@ parameters are parsed by ``a2a.utils.proto_utils.parse_params``, and every route
 is also served under a ``/{tenant}`` prefix. The call itself is
 :meth:`iac_code.dispatcher.JsonRpcDispatcher.invoke`, the same core JSON-RPC
 uses (version and extension checks, validation, the handler call, our error
-texts); only the framing differs: results are plain JSON, errors are
+texts); only the framing differs: results are ``application/json`` (§11.1), errors are
 ``google.rpc.Status``-shaped bodies built by a2a-sdk's
 :func:`~a2a.utils.error_handlers.build_rest_error_payload` with the HTTP status
 it maps each error to. Nothing here knows HTTP servers: a transport matches a
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.jsonrpc_models import JSONRPCError
-from a2a.utils.constants import A2A_JSON_MEDIA_TYPE
 from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import (
     A2AError,
@@ -36,9 +35,10 @@ from iac_code.dispatcher import STREAMING_METHODS, CallError, CallInfo, decode_j
 if TYPE_CHECKING:
     from iac_code.dispatcher import JsonRpcDispatcher
 
-# Success bodies carry the A2A media type, error bodies plain JSON (as a2a-sdk's REST routes).
-MEDIA_TYPE = A2A_JSON_MEDIA_TYPE
-ERROR_MEDIA_TYPE = "application/json"
+# A2A 1.0 §11.1: "Content-Type: application/json for requests and responses" (a2a-sdk's REST
+# routes answer application/a2a+json; requests may use either).
+MEDIA_TYPE = "application/json"
+ERROR_MEDIA_TYPE = MEDIA_TYPE
 BINDING = "HTTP+JSON"
 TENANT_PREFIX = "/{tenant}"
 

@@ -31,7 +31,17 @@ from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extension
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.grpc_handler import GrpcHandler, GrpcServerCallContextBuilder
 from a2a.types import a2a_pb2_grpc
-from a2a.utils.errors import A2AError, InternalError
+from a2a.utils.errors import (
+    A2A_ERROR_REASONS,
+    A2AError,
+    InternalError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+)
+from a2a.utils.grpc_status import status_to_grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc import aio
 
 from iac_code.auth import Principal, PrincipalUser
@@ -47,6 +57,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PROTOCOL_BINDING = "GRPC"
+ERROR_DOMAIN = "a2a-protocol.org"
+# The A2A 1.0 error table (specification §5.4) where a2a-sdk's GrpcHandler maps otherwise.
+SPEC_STATUS = {
+    VersionNotSupportedError: grpc.StatusCode.UNIMPLEMENTED,
+    UnsupportedOperationError: grpc.StatusCode.UNIMPLEMENTED,
+    PushNotificationNotSupportedError: grpc.StatusCode.UNIMPLEMENTED,
+}
 STOP_GRACE_SECONDS = 1.0
 UNAUTHENTICATED_TEXT = "Unauthorized"
 STARTING_TEXT = "Server is starting"
@@ -179,6 +196,22 @@ class KernelGrpcHandler(GrpcHandler):
         assert principal is not None
         raw = message_to_json(request) if method in MESSAGE_METHODS else None
         _ADMITTED.set(AdmittedCall(principal, method, headers, requested, raw))
+
+    async def abort_context(self, error: A2AError, context: aio.ServicerContext) -> None:
+        """a2a-sdk's status mapping, except where it departs from the A2A 1.0 table (§5.4: these three
+        are ``UNIMPLEMENTED``, the SDK says ``FAILED_PRECONDITION``); same ``ErrorInfo`` details."""
+        code = SPEC_STATUS.get(type(error))
+        if code is None:
+            await super().abort_context(error, context)
+            return
+        status = status_pb2.Status(code=code.value[0], message=error.message)
+        detail = any_pb2.Any()
+        detail.Pack(error_details_pb2.ErrorInfo(reason=A2A_ERROR_REASONS.get(type(error), "UNKNOWN_ERROR"),
+                                                domain=ERROR_DOMAIN))
+        status.details.append(detail)
+        rich = status_to_grpc(status)
+        context.set_trailing_metadata((*(context.trailing_metadata() or ()), *rich.trailing_metadata))
+        await context.abort(rich.code, rich.details)
 
     SendMessage = _unary("SendMessage")
     GetTask = _unary("GetTask")

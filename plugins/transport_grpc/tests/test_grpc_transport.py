@@ -213,7 +213,7 @@ async def test_push_config_refused_when_push_is_off() -> None:
             await stub.CreateTaskPushNotificationConfig(
                 TaskPushNotificationConfig(task_id=task.id, id="h", url=HOOK_URL), metadata=V1)
         code, _, reason = status_of(refused.value)
-        assert code == grpc.StatusCode.FAILED_PRECONDITION and reason == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+        assert code == grpc.StatusCode.UNIMPLEMENTED and reason == "PUSH_NOTIFICATION_NOT_SUPPORTED"
 
 
 # --------------------------------------------------------------------------- authentication
@@ -300,7 +300,8 @@ async def test_version_and_extensions_match_the_jsonrpc_dispatcher() -> None:
             expected = await dispatcher.dispatch(send_message_body("hello"), CallInfo(headers=headers))
             assert isinstance(expected, dict)
             assert message == expected["error"]["message"]
-            assert code == grpc.StatusCode.FAILED_PRECONDITION
+            # the A2A 1.0 error table: version -> UNIMPLEMENTED, extension required -> FAILED_PRECONDITION
+            assert code == (grpc.StatusCode.FAILED_PRECONDITION if metadata == V1 else grpc.StatusCode.UNIMPLEMENTED)
             assert reason == ("EXTENSION_SUPPORT_REQUIRED" if metadata == V1 else "VERSION_NOT_SUPPORTED")
         task = (await stub.SendMessage(text_message("hello", "m-1"), metadata=(*V1, ext))).task
         assert task.status.state == INPUT_REQUIRED

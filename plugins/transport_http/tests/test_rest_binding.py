@@ -231,7 +231,7 @@ async def test_rest_results_equal_jsonrpc_results(tmp_path: Path, monkeypatch: p
         sent = send_message_body("hello", contextId="ctx-same")["params"]
         async with http.post(base + "/message:send", json=sent, headers=REST_HEADERS) as r:
             assert r.status == 200
-            assert r.headers["Content-Type"] == "application/a2a+json"
+            assert r.headers["Content-Type"] == "application/json"  # A2A 1.0 §11.1
             task = (await r.json())["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         task_id = task["id"]
