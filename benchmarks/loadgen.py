@@ -48,6 +48,11 @@ class Scenario:
     validate: Validator | None = None
     #: For streaming scenarios: exact number of SSE data events per stream (checked on every stream).
     expected_events: int | None = None
+    #: HTTP method and path (JSON-RPC: ``POST /``; the REST binding uses others).
+    method: str = "POST"
+    path: str = "/"
+    #: Whether a response is a JSON-RPC envelope (cheap check of every response); REST bodies are not.
+    jsonrpc: bool = True
 
 
 @dataclass
@@ -99,7 +104,7 @@ class _Run:
         self.failures = 0  # failed connects / connections lost mid-request
         accept = b"text/event-stream" if scenario.streaming else b"application/json"
         self.head = (
-            b"POST / HTTP/1.1\r\nHost: " + f"{host}:{port}".encode()
+            f"{scenario.method} {scenario.path} HTTP/1.1\r\nHost: ".encode() + f"{host}:{port}".encode()
             + b"\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nAccept: "
             + accept + b"\r\nContent-Length: "
         )
@@ -264,7 +269,7 @@ class _Conn(asyncio.Protocol):
                 return f"invalid JSON in SSE event: {exc}"
             return sc.validate(events)
         body = b"".join(self.body)
-        if b'"error"' in body or b'"result"' not in body:
+        if sc.jsonrpc and (b'"error"' in body or b'"result"' not in body):
             return f"JSON-RPC error/invalid response: {body[:200]!r}"
         if not full or sc.validate is None:
             return None

@@ -97,9 +97,12 @@ def build_reference_app(url: str = "http://127.0.0.1:8000/",
         task_store=InMemoryTaskStore(),
         agent_card=card,
     )
+    from a2a.server.routes import create_rest_routes
+
     routes = [
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, rpc_url="/"),
+        *create_rest_routes(handler),  # the HTTP+JSON binding beside JSON-RPC, as our server serves both
     ]
     return Starlette(routes=routes)
 
