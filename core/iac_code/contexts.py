@@ -74,7 +74,7 @@ class ContextRegistry:
         self.cache_size = cache_size
         self._live: OrderedDict[tuple[str, str], ContextState] = OrderedDict()
         if writer is not None and self._dir is not None and cache_size:
-            writer.on_batch.append(self.trim)
+            writer.on_batch.append(lambda _: self.trim())
         self._evictor: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:

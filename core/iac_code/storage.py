@@ -165,7 +165,8 @@ class SnapshotWriter:
 
     ``barrier()`` waits until everything scheduled before it is on disk (the
     journal retires a segment only then); ``on_batch`` callbacks run on the event
-    loop after each written batch (the task store trims its cache there).
+    loop after each written batch with the slots it wrote (the task store and the
+    context registry may then unload those documents).
     """
 
     def __init__(self, linger: float = 0.05) -> None:
@@ -179,7 +180,7 @@ class SnapshotWriter:
         self._scheduled = 0  # generation of the latest put/remove
         self._written = 0  # every generation up to this one is on disk
         self._barriers: list[tuple[int, asyncio.Future[None]]] = []
-        self.on_batch: list[Callable[[], None]] = []
+        self.on_batch: list[Callable[[list[tuple[JsonDirectory, str]]], None]] = []
 
     def put(self, directory: JsonDirectory, key: str, produce: Callable[[], dict[str, Any]]) -> None:
         """Schedule ``produce()`` to be written as ``key`` (the latest call wins)."""
@@ -209,6 +210,7 @@ class SnapshotWriter:
             self._wake.clear()
             generation = self._scheduled
             self._inflight, self._pending = self._pending, {}
+            written = list(self._inflight)
             try:
                 if self._inflight:
                     await asyncio.to_thread(_write_batch, self._inflight)
@@ -217,7 +219,7 @@ class SnapshotWriter:
                 self._written = generation
                 self._release_barriers()
             for callback in self.on_batch:
-                callback()
+                callback(written)
             if not self._pending:
                 self._idle.set()
 

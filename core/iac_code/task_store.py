@@ -136,14 +136,18 @@ class KernelTaskStore(TaskStore):
     def __init__(self, directory: Path | None = None, writer: SnapshotWriter | None = None, *,
                  cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self._index = TaskIndex(private_dir(directory) if directory is not None else None)
+        # Tasks whose snapshot is written (evictable, least recently used first) and tasks whose
+        # snapshot is not yet written (kept until it is: their file would be stale).
         self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._dirty: dict[tuple[str, str], _Entry] = {}
+        self._dirty_keys: dict[str, tuple[str, str]] = {}
         self._cache_size = cache_size
         self._dir = JsonDirectory(directory / "tasks") if directory is not None else None
         self._writer = writer if self._dir is not None else None
         self._journal = (Journal(directory / "journal", checkpoint=writer.barrier)
                          if directory is not None and writer is not None else None)
         if self._writer is not None:
-            self._writer.on_batch.append(self._trim)
+            self._writer.on_batch.append(self._written)
         self._rewrote = False
         self._tokens = PageTokens.from_dir(private_dir(directory) if directory is not None else None)
 
@@ -159,20 +163,33 @@ class KernelTaskStore(TaskStore):
         slot = (owner, stored.id)
         if seq is None:
             seq = self._journal.next_seq() if self._journal is not None else 0
-        self._cache[slot] = _Entry(stored, seq)
-        self._cache.move_to_end(slot)
-        if persist and self._writer is not None and self._dir is not None:
-            document = _Document(owner, stored, seq)
-            if self._journal is not None:
-                self._journal.record(slot, document)
-            self._writer.put(self._dir, file_key(owner, stored.id), document)
+        entry = _Entry(stored, seq)
+        if not persist or self._writer is None or self._dir is None:
+            self._cache[slot] = entry  # without a disk the cache is the store
+            self._cache.move_to_end(slot)
+            return
+        key = file_key(owner, stored.id)
+        self._cache.pop(slot, None)
+        self._dirty[slot] = entry
+        self._dirty_keys[key] = slot
+        document = _Document(owner, stored, seq)
+        if self._journal is not None:
+            self._journal.record(slot, document)
+        self._writer.put(self._dir, key, document)
+
+    def _cached(self, slot: tuple[str, str]) -> _Entry | None:
+        entry = self._dirty.get(slot)
+        if entry is None:
+            entry = self._cache.get(slot)
+            if entry is not None:
+                self._cache.move_to_end(slot)
+        return entry
 
     def _entry(self, owner: str, task_id: str) -> _Entry | None:
         """The cached task, or the task read back from its snapshot."""
         slot = (owner, task_id)
-        entry = self._cache.get(slot)
+        entry = self._cached(slot)
         if entry is not None:
-            self._cache.move_to_end(slot)
             return entry
         if self._dir is None or not self._index.contains(owner, task_id):
             return None
@@ -180,27 +197,29 @@ class KernelTaskStore(TaskStore):
         if loaded is None:
             return None
         entry = _Entry(*loaded)
+        self._evict(room=1)
         self._cache[slot] = entry
-        if len(self._cache) > self._cache_size:
-            self._trim()
         return entry
 
-    def _trim(self) -> None:
-        """Evict the least recently used tasks beyond ``cache_size`` whose snapshots are written."""
-        excess = len(self._cache) - self._cache_size
-        writer, directory = self._writer, self._dir
-        if excess <= 0 or writer is None or directory is None:  # without a disk the cache is the store
-            return
-        victims = []
-        for slot in self._cache:
-            if excess <= 0:
-                break
-            if writer.is_pending(directory, file_key(*slot)):
+    def _written(self, slots: list[tuple[JsonDirectory, str]]) -> None:
+        """Snapshots of these tasks are on disk: they become evictable (unless changed again since)."""
+        assert self._writer is not None and self._dir is not None
+        for directory, key in slots:
+            if directory is not self._dir or self._writer.is_pending(directory, key):
                 continue
-            victims.append(slot)
-            excess -= 1
-        for slot in victims:
-            del self._cache[slot]
+            slot = self._dirty_keys.pop(key, None)
+            entry = self._dirty.pop(slot, None) if slot is not None else None
+            if slot is not None and entry is not None:
+                self._cache[slot] = entry
+                self._cache.move_to_end(slot)
+        self._evict()
+
+    def _evict(self, room: int = 0) -> None:
+        """Unload the least recently used written tasks beyond ``cache_size`` (minus ``room``)."""
+        if self._dir is None:
+            return
+        while self._cache and len(self._cache) + room > self._cache_size:
+            self._cache.popitem(last=False)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         entry = self._entry(resolve_user_scope(context), task_id)
@@ -216,6 +235,7 @@ class KernelTaskStore(TaskStore):
             return
         self._index.remove(owner, task_id)
         self._cache.pop((owner, task_id), None)
+        self._dirty.pop((owner, task_id), None)
         if self._writer is not None and self._dir is not None:
             if self._journal is not None:
                 seq = self._journal.next_seq()
@@ -236,7 +256,8 @@ class KernelTaskStore(TaskStore):
             return
         owner = resolve_user_scope(context)
         seq = max((entry.seq for task_id in task_ids
-                   if (entry := self._cache.get((owner, task_id))) is not None), default=0)
+                   if (entry := self._dirty.get((owner, task_id)) or self._cache.get((owner, task_id))) is not None),
+                  default=0)
         try:
             await self._journal.reach(seq)
         except JournalError:
@@ -357,7 +378,7 @@ class KernelTaskStore(TaskStore):
 
     def cached(self) -> int:
         """Whole tasks in memory (at most ``cache_size`` plus those whose snapshot is being written)."""
-        return len(self._cache)
+        return len(self._cache) + len(self._dirty)
 
 
 def _slot_of(document: dict[str, Any], *, allow_deleted: bool = False) -> tuple[str, str] | None:
