@@ -45,13 +45,12 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=50061)
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR)
+    parser.add_argument("--no-uvloop", action="store_true", help="grpcio's default asyncio loop")
     args = parser.parse_args()
-    try:
+    if not args.no_uvloop:
         import uvloop
 
         uvloop.install()
-    except ImportError:
-        pass
     asyncio.run(serve(args.host, args.port, args.executor))
 
 
