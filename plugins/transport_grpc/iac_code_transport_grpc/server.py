@@ -194,7 +194,11 @@ class KernelGrpcHandler(GrpcHandler):
         if error is not None:
             await self.abort_context(error, context)
         assert principal is not None
-        raw = message_to_json(request) if method in MESSAGE_METHODS else None
+        handler = self._kernel.request_handler
+        # The request as JSON feeds the input decoders and permission answers of iac-code runtimes;
+        # a brought-in a2a-sdk executor reads neither.
+        raw = message_to_json(request) if method in MESSAGE_METHODS and getattr(
+            handler, "turn_ends_in_input_required", True) else None
         _ADMITTED.set(AdmittedCall(principal, method, headers, requested, raw))
 
     async def abort_context(self, error: A2AError, context: aio.ServicerContext) -> None:
