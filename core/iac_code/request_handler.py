@@ -304,9 +304,34 @@ class KernelRequestHandler(DefaultRequestHandler):
             raise TaskNotFoundError
         return _limit_history(view, params)
 
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> Any:
+        if params.context_id:
+            validate_id(params.context_id)
+        return await super().on_list_tasks(params, context)
+
+    # Push-config methods: the task id follows the id rule like every other method's.
+
+    async def on_create_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
+        validate_id(params.task_id)
+        return await super().on_create_task_push_notification_config(params, context)
+
+    async def on_get_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
+        validate_id(params.task_id)
+        return await super().on_get_task_push_notification_config(params, context)
+
+    async def on_list_task_push_notification_configs(self, params: Any, context: ServerCallContext) -> Any:
+        validate_id(params.task_id)
+        return await super().on_list_task_push_notification_configs(params, context)
+
+    async def on_delete_task_push_notification_config(self, params: Any, context: ServerCallContext) -> None:
+        validate_id(params.task_id)
+        await super().on_delete_task_push_notification_config(params, context)
+
     async def list_tasks_view(self, params: ListTasksRequest, context: ServerCallContext) -> dict[str, Any]:
         """ListTasks answered from the store's cached JSON views (same result as ``on_list_tasks``)."""
         validate_history_length(params)
+        if params.context_id:
+            validate_id(params.context_id)
         if params.HasField("page_size"):
             validate_page_size(params.page_size)
         store = self.task_store
