@@ -14,6 +14,10 @@ Everything after the envelope is :meth:`JsonRpcDispatcher.invoke` (method name +
 params -> validated protobuf request -> handler call -> result, or
 :class:`CallError`); the HTTP+JSON binding (:mod:`iac_code.rest`) frames the same
 core, so both bindings share one implementation of the protocol.
+
+A 0.3 method name (``message/send`` ...) is a 0.3 call whatever ``A2A-Version``
+says: :mod:`iac_code.compat03` maps it to 1.0 and back with a2a-sdk's 0.3
+layer, over the same :meth:`~JsonRpcDispatcher.invoke`.
 """
 
 from __future__ import annotations
@@ -148,7 +152,7 @@ def _version_compatible(version: str) -> bool:
     return match is not None and (int(match[1]), int(match[2])) == SUPPORTED_VERSION
 
 
-def _requested_version(call: CallInfo) -> str:
+def requested_version(call: CallInfo) -> str:
     """``A2A-Version`` from the headers, else from the query string; ``""`` when absent."""
     version = (call.headers.get("a2a-version") or "").strip()
     if not version:
@@ -229,10 +233,13 @@ def _invalid_params_text(exc: Exception) -> str:
 
 
 def protocol_error(method: str, version: str, requested: frozenset[str] | set[str],
-                   required: frozenset[str]) -> A2AError | None:
+                   required: frozenset[str], *, legacy: bool = False) -> A2AError | None:
     """The A2A-Version (Major.Minor must be 1.0; none means 0.3) and required-extension checks
-    every binding applies before a call, with their texts; ``None`` when the call may go on."""
-    if not _version_compatible(version):
+    every binding applies before a call, with their texts; ``None`` when the call may go on.
+
+    ``legacy``: the binding has settled that this is a 0.3 call (:mod:`iac_code.compat03`),
+    so only the extension check applies."""
+    if not legacy and not _version_compatible(version):
         given = f"A2A version '{_shown(version, 20)}'" if version else (
             f"A2A version '{PROTOCOL_VERSION_0_3}' (no A2A-Version header)")
         return VersionNotSupportedError(
@@ -321,6 +328,8 @@ class JsonRpcDispatcher:
         method = payload.get("method")
         if not isinstance(method, str) or not method:
             return _error(request_id, JsonRpcInvalidRequest(message="Invalid request: 'method' must be a non-empty string"))
+        if method in compat03.JSONRPC_METHODS:
+            return await compat03.dispatch_jsonrpc(self, payload, call)
         if method not in METHOD_PARAMS:
             return _error(request_id, JsonRpcMethodNotFound(message=f"Method not found: {method[:100]}"))
         params = payload.get("params", {})
@@ -348,6 +357,7 @@ class JsonRpcDispatcher:
         query: Mapping[str, Sequence[str]] | None = None,
         fields: Mapping[str, str] | None = None,
         tenant: str | None = None,
+        legacy: bool = False,
     ) -> Any:
         """Run one A2A method; the binding adds the framing.
 
@@ -355,7 +365,8 @@ class JsonRpcDispatcher:
         ``context.state[RAW_PARAMS_KEY]``); ``query`` holds REST query parameters
         (parsed as a2a-sdk's REST routes do, before ``params``); ``fields`` are
         request fields set last (REST path parameters: ``{"task_id": ...}``);
-        ``tenant`` overrides the call's tenant (a REST ``/{tenant}/`` prefix).
+        ``tenant`` overrides the call's tenant (a REST ``/{tenant}/`` prefix);
+        ``legacy`` marks a 0.3 call mapped to ``method`` (no A2A-Version check).
 
         Returns the JSON result of a unary method, or for a streaming method an
         async iterator of StreamResponse JSON objects whose first event has
@@ -366,7 +377,7 @@ class JsonRpcDispatcher:
         if model is None:
             raise CallError(JsonRpcMethodNotFound(message=f"Method not found: {method[:100]}"))
         requested = get_requested_extensions(call.extensions)
-        refused = protocol_error(method, _requested_version(call), requested, self._required)
+        refused = protocol_error(method, requested_version(call), requested, self._required, legacy=legacy)
         if refused is not None:
             raise CallError(refused)
 
@@ -512,3 +523,7 @@ async def _frames(events: AsyncIterator[dict[str, Any]], request_id: Any) -> Asy
 async def _empty() -> AsyncIterator[Any]:
     return
     yield  # pragma: no cover - makes this an async generator
+
+
+# At the end: compat03 builds on this module's names (CallError, CallInfo, ...).
+from iac_code import compat03  # noqa: E402

@@ -161,11 +161,12 @@ class RestBinding:
         except CallError as exc:
             return error_reply(exc.error)
         if route.streaming:
-            return RestStream(_sse_events(result))
+            return RestStream(sse_events(result))
         return RestReply(status=200, body={} if result is None else result)
 
 
-async def _sse_events(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+async def sse_events(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """SSE ``(event name, data)`` pairs of a stream of JSON events; a :class:`CallError` is one ``error`` event."""
     try:
         async for event in events:
             yield "", event

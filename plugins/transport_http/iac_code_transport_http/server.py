@@ -10,7 +10,10 @@ connection stays usable; gzip and deflate bodies are decoded here, within
 The HTTP+JSON (REST) routes of :mod:`iac_code.rest` are served beside ``POST /``
 with the same authentication, limits and body decoding; both bindings call the
 same dispatcher core and differ only in framing (REST errors are
-``google.rpc.Status`` bodies with the binding's HTTP status).
+``google.rpc.Status`` bodies with the binding's HTTP status). The 0.3 REST
+routes of :mod:`iac_code.compat03` (``/v1/...``) are served the same way; a
+``/v1/...`` request whose ``A2A-Version`` is not 0.x stays the 1.0 route of a
+tenant named ``v1``.
 
 Connections are served by :mod:`iac_code_transport_http.limits`: header,
 keep-alive and body deadlines, a connection cap, and protocol errors logged as
@@ -23,13 +26,13 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.jsonrpc_models import JSONRPCError
 from aiohttp import web
 
-from iac_code import jsonio
+from iac_code import compat03, jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
 from iac_code.dispatcher import CallInfo
 from iac_code.records import InterfaceInfo
@@ -202,7 +205,12 @@ class HttpTransport:
             app.router.add_route(route.method.upper(), route.path, route.handler, name=route.name or None)
             if not route.auth:
                 self._public_paths.add(route.path)
-        # After plugin routes, so a plugin's literal path wins over "/{tenant}/...".
+        # After plugin routes, so a plugin's literal path wins over "/{tenant}/...";
+        # the 0.3 routes before "/{tenant}/...", which "/v1/..." would match too.
+        for legacy_route in compat03.REST03_ROUTES:
+            added = app.router.add_route(legacy_route.http_method, legacy_route.path,
+                                         self._rest03_endpoint(legacy_route))
+            self._rest_resources.add(added.resource)
         for prefix in ("", TENANT_PREFIX):
             for rest_route in REST_ROUTES:
                 added = app.router.add_route(rest_route.http_method, prefix + rest_route.path,
@@ -317,7 +325,33 @@ class HttpTransport:
             return await self._rest(request, route)
         return endpoint
 
-    async def _rest(self, request: web.Request, route: RestRoute) -> web.StreamResponse:
+    def _rest03_endpoint(self, route: compat03.Rest03Route) -> Handler:
+        async def endpoint(request: web.Request) -> web.StreamResponse:
+            return await self._rest03(request, route)
+        return endpoint
+
+    async def _rest03(self, request: web.Request, route: compat03.Rest03Route) -> web.StreamResponse:
+        call = self._call_info(request)
+        if not compat03.is_legacy_call(call):  # a 1.0 client: "/v1" is a tenant
+            if route.twin is None:
+                raise web.HTTPNotFound
+            return await self._rest(request, route.twin, {**request.match_info, "tenant": "v1"})
+        body = b""
+        if request.method == "POST":
+            try:
+                body = await self._read_body(request)
+            except _BodyError as exc:
+                return _rest_error(exc.code, exc.message, exc.status, exc.headers)
+        dispatcher = self.kernel.dispatcher
+        if dispatcher is None:  # only between bind and kernel start-up completing
+            return _rest_error(-32603, "Server is starting", 503)
+        reply = await compat03.Rest03Binding(dispatcher).handle(route, request.match_info, body, call)
+        if isinstance(reply, RestReply):
+            return _rest_response(reply)
+        return await self._sse(request, reply.events, _rest_frame)
+
+    async def _rest(self, request: web.Request, route: RestRoute,
+                    path_params: Mapping[str, str] | None = None) -> web.StreamResponse:
         body = b""
         if request.method == "POST":  # read (and bounded) even where the binding ignores it
             try:
@@ -327,7 +361,8 @@ class HttpTransport:
         dispatcher = self.kernel.dispatcher
         if dispatcher is None:  # only between bind and kernel start-up completing
             return _rest_error(-32603, "Server is starting", 503)
-        reply = await RestBinding(dispatcher).handle(route, request.match_info, body, self._call_info(request))
+        reply = await RestBinding(dispatcher).handle(route, request.match_info if path_params is None else path_params,
+                                                     body, self._call_info(request))
         if isinstance(reply, RestReply):
             return _rest_response(reply)
         return await self._sse(request, reply.events, _rest_frame)
