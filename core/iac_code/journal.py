@@ -12,7 +12,8 @@ request a share of one fsync, not an fsync of its own.
 At start-up the journal is replayed over the snapshots (the higher ``seq``
 wins), the snapshots it changes are rewritten and the journal is emptied. A
 full segment is retired once the snapshot writer has written every change made
-before it was closed.
+before it was closed and the file system is synced: task snapshots are written
+without an fsync of their own, the journal being what makes them durable.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from iac_code import jsonio
 from iac_code.background import spawn
-from iac_code.storage import fsync_dir, private_dir
+from iac_code.storage import fsync_dir, private_dir, sync_filesystem
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ class Journal:
         """Delete full segments once the snapshots cover them."""
         full, self._full = self._full, []
         await self._checkpoint()
+        await asyncio.to_thread(sync_filesystem, self.path)  # snapshots are written without fsync
         await asyncio.to_thread(_unlink_all, full, self.path)
 
     async def close(self) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import hashlib
 import itertools
 import logging
@@ -47,10 +49,12 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True, sync_file: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir).
 
-    ``sync_dir=False`` leaves the directory fsync to the caller (one per batch).
+    ``sync_dir=False`` leaves the directory fsync to the caller (one per batch);
+    ``sync_file=False`` leaves durability to someone else (the task journal, which
+    syncs the file system before it forgets what such files hold).
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{next(_counter)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -59,7 +63,8 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if sync_file:
+            os.fsync(fd)
     finally:
         os.close(fd)
     try:
@@ -103,6 +108,21 @@ def sweep_temp_files(root: Path) -> int:
     return removed
 
 
+def sync_filesystem(path: Path) -> None:
+    """Flush every write of the file system holding ``path`` to disk (``syncfs``; ``sync`` elsewhere)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()
+
+
 def fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -113,16 +133,22 @@ def fsync_dir(path: Path) -> None:
 
 
 class JsonDirectory:
-    """A directory of JSON documents, one file per key."""
+    """A directory of JSON documents, one file per key.
 
-    def __init__(self, path: Path) -> None:
+    ``synced=False`` writes without fsync: for documents a journal already holds
+    durably (the task snapshots), whose owner syncs the file system itself.
+    """
+
+    def __init__(self, path: Path, *, synced: bool = True) -> None:
         self.path = private_dir(path)
+        self.synced = synced
 
     def file(self, key: str) -> Path:
         return self.path / f"{key}{SUFFIX}"
 
     def write(self, key: str, document: dict[str, Any], *, sync_dir: bool = True) -> None:
-        atomic_write(self.file(key), jsonio.dumps(document), sync_dir=sync_dir)
+        atomic_write(self.file(key), jsonio.dumps(document), sync_dir=sync_dir and self.synced,
+                     sync_file=self.synced)
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -256,6 +282,7 @@ class SnapshotWriter:
 
 def _write_batch(batch: dict[tuple[JsonDirectory, str], Producer]) -> None:
     touched: set[Path] = set()
+    synced = {directory.path for directory, _ in batch if directory.synced}
     for (directory, key), produce in batch.items():
         try:
             if produce is None:
@@ -266,4 +293,5 @@ def _write_batch(batch: dict[tuple[JsonDirectory, str], Producer]) -> None:
         except Exception:  # one bad document must not stop the others
             logger.exception("Could not write snapshot %s/%s", directory.path.name, key)
     for path in touched:
-        fsync_dir(path)
+        if path in synced:
+            fsync_dir(path)

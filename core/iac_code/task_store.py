@@ -37,7 +37,15 @@ from a2a.utils.errors import InternalError, InvalidParamsError
 
 from iac_code.journal import Journal, JournalError
 from iac_code.jsonio import message_to_json
-from iac_code.storage import JsonDirectory, SnapshotWriter, atomic_write, file_key, fsync_dir, private_dir
+from iac_code.storage import (
+    JsonDirectory,
+    SnapshotWriter,
+    atomic_write,
+    file_key,
+    fsync_dir,
+    private_dir,
+    sync_filesystem,
+)
 from iac_code.task_index import Query, Row, TaskIndex
 
 logger = logging.getLogger(__name__)
@@ -142,7 +150,9 @@ class KernelTaskStore(TaskStore):
         self._dirty: dict[tuple[str, str], _Entry] = {}
         self._dirty_keys: dict[str, tuple[str, str]] = {}
         self._cache_size = cache_size
-        self._dir = JsonDirectory(directory / "tasks") if directory is not None else None
+        # Snapshots are written without fsync: the journal holds every change durably and
+        # syncs the file system before it forgets one (segment retirement, start-up).
+        self._dir = JsonDirectory(directory / "tasks", synced=writer is None) if directory is not None else None
         self._writer = writer if self._dir is not None else None
         self._journal = (Journal(directory / "journal", checkpoint=writer.barrier)
                          if directory is not None and writer is not None else None)
@@ -347,6 +357,7 @@ class KernelTaskStore(TaskStore):
         if touched or self._rewrote:
             fsync_dir(self._dir.path)
         if self._journal is not None:
+            sync_filesystem(self._dir.path)  # the snapshots hold what the journal held
             self._journal.clear()
         return loaded
 
