@@ -253,6 +253,16 @@ def protocol_error(method: str, version: str, requested: frozenset[str] | set[st
     return None
 
 
+def _plain_get_task(params: Mapping[str, Any]) -> bool:
+    """GetTask params that are just a string ``id`` and an in-range integer ``historyLength``."""
+    if not isinstance(params.get("id"), str) or len(params) > 2:
+        return False
+    if len(params) == 1:
+        return True
+    length = params.get("historyLength")
+    return type(length) is int and -(2**31) <= length < 2**31
+
+
 class CallError(Exception):
     """A call refused or failed; ``error`` is what the binding reports (its own framing)."""
 
@@ -389,7 +399,13 @@ class JsonRpcDispatcher:
             request = model()
             if query:
                 proto_utils.parse_params(_QueryParams(query), request)
-            ParseDict(params, request, ignore_unknown_fields=True)
+            if model is GetTaskRequest and _plain_get_task(params):
+                # json_format's ParseDict was ~9 % of a GetTask; these two fields need none of it.
+                request.id = params["id"]
+                if "historyLength" in params:
+                    request.history_length = params["historyLength"]
+            else:
+                ParseDict(params, request, ignore_unknown_fields=True)
             for name, value in (fields or {}).items():
                 setattr(request, name, value)
         except (ParseError, ValueError, TypeError, AttributeError) as exc:
