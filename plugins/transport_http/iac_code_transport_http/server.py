@@ -49,6 +49,7 @@ from iac_code_transport_http.limits import (
 from iac_code_transport_http.limits import logger as limits_logger
 
 if TYPE_CHECKING:
+    from iac_code.dispatcher import JsonRpcDispatcher
     from iac_code.kernel import Kernel
 
 logger = logging.getLogger(__name__)
@@ -336,6 +337,18 @@ class HttpTransport:
             if route.twin is None:
                 raise web.HTTPNotFound
             return await self._rest(request, route.twin, {**request.match_info, "tenant": "v1"})
+        taken = await self._rest_input(request)
+        if isinstance(taken, web.StreamResponse):
+            return taken
+        body, dispatcher = taken
+        reply = await compat03.Rest03Binding(dispatcher).handle(route, request.match_info, body, call)
+        if isinstance(reply, RestReply):
+            return _rest_response(reply)
+        return await self._sse(request, reply.events, _rest_frame)
+
+    async def _rest_input(self, request: web.Request) -> tuple[bytes, JsonRpcDispatcher] | web.StreamResponse:
+        """A REST request's body (read and bounded even where the binding ignores it) and the
+        dispatcher, or the error response when either is not to be had."""
         body = b""
         if request.method == "POST":
             try:
@@ -345,22 +358,14 @@ class HttpTransport:
         dispatcher = self.kernel.dispatcher
         if dispatcher is None:  # only between bind and kernel start-up completing
             return _rest_error(-32603, "Server is starting", 503)
-        reply = await compat03.Rest03Binding(dispatcher).handle(route, request.match_info, body, call)
-        if isinstance(reply, RestReply):
-            return _rest_response(reply)
-        return await self._sse(request, reply.events, _rest_frame)
+        return body, dispatcher
 
     async def _rest(self, request: web.Request, route: RestRoute,
                     path_params: Mapping[str, str] | None = None) -> web.StreamResponse:
-        body = b""
-        if request.method == "POST":  # read (and bounded) even where the binding ignores it
-            try:
-                body = await self._read_body(request)
-            except _BodyError as exc:
-                return _rest_error(exc.code, exc.message, exc.status, exc.headers)
-        dispatcher = self.kernel.dispatcher
-        if dispatcher is None:  # only between bind and kernel start-up completing
-            return _rest_error(-32603, "Server is starting", 503)
+        taken = await self._rest_input(request)
+        if isinstance(taken, web.StreamResponse):
+            return taken
+        body, dispatcher = taken
         reply = await RestBinding(dispatcher).handle(route, request.match_info if path_params is None else path_params,
                                                      body, self._call_info(request))
         if isinstance(reply, RestReply):
