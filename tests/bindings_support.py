@@ -32,7 +32,6 @@ from a2a.client import (
 from a2a.types.a2a_pb2 import AgentCard, Message, Part, Role, SendMessageRequest, StreamResponse
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message as ProtoMessage
-from google.protobuf.struct_pb2 import Struct, Value
 
 from iac_code.testing import RunningServer
 
@@ -54,17 +53,6 @@ def slug(binding: str) -> str:
 def text_request(text: str, message_id: str, **fields: Any) -> SendMessageRequest:
     return SendMessageRequest(message=Message(message_id=message_id, role=Role.ROLE_USER,
                                               parts=[Part(text=text)], **fields))
-
-
-def answer_request(envelope: dict[str, Any], decision: str, message_id: str) -> SendMessageRequest:
-    """The permission answer: one DataPart naming the envelope's ids (as ``permission_answer_body``)."""
-    data = Struct()
-    data.update({"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
-                 "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": decision})
-    return SendMessageRequest(message=Message(
-        message_id=message_id, role=Role.ROLE_USER, task_id=envelope["requestTaskId"],
-        context_id=envelope["contextId"],
-        parts=[Part(data=Value(struct_value=data), media_type="application/json")]))
 
 
 def envelope_of(task_or_update: ProtoMessage) -> dict[str, Any] | None:

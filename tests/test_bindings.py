@@ -32,7 +32,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.testing import start_server
+from iac_code.testing import permission_answer_request, start_server
 from tests.bindings_support import (
     BASE_SETTINGS,
     BINDINGS,
@@ -40,7 +40,6 @@ from tests.bindings_support import (
     Run,
     Scenario,
     agent_texts,
-    answer_request,
     bearer,
     collect,
     envelope_of,
@@ -162,7 +161,7 @@ async def permission_streamed(run: Run) -> Any:
     assert envelope["toolName"] == "write_file" and envelope["requestTaskId"] == paused[0].task.id
     assert not template.exists()  # paused before the write
 
-    rest = await collect(client.send_message(answer_request(envelope, "allow_once", "m-vpc-answer")))
+    rest = await collect(client.send_message(permission_answer_request(envelope, "allow_once", message_id="m-vpc-answer")))
     assert rest[0].WhichOneof("payload") == "task"
     assert rest[0].task.id == envelope["requestTaskId"] and rest[0].task.status.state == INPUT_REQUIRED
     _assert_ack(rest[1].status_update, envelope)
@@ -182,7 +181,7 @@ async def permission_unary(run: Run) -> Any:
     assert envelope is not None and envelope["toolName"] == "write_file"
     assert not template.exists()
 
-    [done] = await collect(client.send_message(answer_request(envelope, "allow_once", "m-vpc-answer")))
+    [done] = await collect(client.send_message(permission_answer_request(envelope, "allow_once", message_id="m-vpc-answer")))
     final = done.task
     assert final.id == paused.task.id and final.status.state == INPUT_REQUIRED
     assert envelope_of(final) is None

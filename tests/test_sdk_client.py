@@ -22,9 +22,8 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct, Value
 
-from iac_code.testing import start_server
+from iac_code.testing import permission_answer_request, start_server
 
 
 def _request(text: str, **fields: str) -> SendMessageRequest:
@@ -86,15 +85,6 @@ def _envelope(event: Any) -> dict[str, Any]:
     return MessageToDict(update.metadata)["iac_code"]["input"]
 
 
-def _answer(envelope: dict[str, Any], decision: str, message_id: str) -> SendMessageRequest:
-    data = Struct()
-    data.update({"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
-                 "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": decision})
-    return SendMessageRequest(message=Message(
-        message_id=message_id, role=Role.ROLE_USER, task_id=envelope["requestTaskId"],
-        context_id=envelope["contextId"], parts=[Part(data=Value(struct_value=data), media_type="application/json")]))
-
-
 def _acks(task: Any) -> list[dict[str, Any]]:
     return [MessageToDict(p)["data"] for m in task.history for p in m.parts
             if p.HasField("data") and MessageToDict(p)["data"].get("kind") == "permission_ack"]
@@ -114,7 +104,7 @@ async def test_sdk_streaming_client_answers_the_permission(decision: str, tmp_pa
         assert envelope["schemaVersion"] == 1
         assert not template.exists()  # paused before the write
 
-        rest = await _events_until_end(client, _answer(envelope, decision, "m-answer"))
+        rest = await _events_until_end(client, permission_answer_request(envelope, decision, message_id="m-answer"))
         assert rest[0].WhichOneof("payload") == "task"
         assert rest[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         resumed = rest[1].status_update
@@ -144,7 +134,7 @@ async def test_sdk_unary_client_answers_the_permission(decision: str, tmp_path: 
         envelope = MessageToDict(task.metadata)["iac_code"]["input"]
         assert envelope["toolName"] == "write_file" and not template.exists()
 
-        [done] = await _events_until_end(client, _answer(envelope, decision, "m-answer"))
+        [done] = await _events_until_end(client, permission_answer_request(envelope, decision, message_id="m-answer"))
         final = done.task
         assert final.id == task.id and final.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert MessageToDict(final.metadata)["iac_code"]["assistantFinal"] == {"complete": True}

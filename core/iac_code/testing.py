@@ -122,6 +122,16 @@ def permission_answer_body(envelope: Mapping[str, Any], decision: str = "allow_o
     return body
 
 
+def permission_answer_request(envelope: Mapping[str, Any], decision: str = "allow_once", *,
+                              message_id: str = "answer-1") -> Any:
+    """:func:`permission_answer_body` as a2a-sdk's ``SendMessageRequest`` (for a2a-sdk clients)."""
+    from a2a.types.a2a_pb2 import SendMessageRequest
+    from google.protobuf.json_format import ParseDict
+
+    params = permission_answer_body(envelope, decision, message_id=message_id)["params"]
+    return ParseDict(params, SendMessageRequest())
+
+
 async def send_and_answer(post: Any, body: dict[str, Any], decision: str = "allow_once",
                           max_questions: int = 5) -> dict[str, Any]:
     """SendMessage ``body`` and answer each permission the turn asks; return the task at the turn's end.

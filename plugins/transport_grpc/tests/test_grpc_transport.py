@@ -38,14 +38,20 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import ExtensionSupportRequiredError, TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct, Value
 from google.rpc import error_details_pb2
 from iac_code_transport_grpc.server import STREAM_METHODS, UNARY_METHODS, KernelGrpcHandler, protocol_error
 
 from iac_code.config import ServerConfig
 from iac_code.dispatcher import CallInfo
 from iac_code.errors import StartupError
-from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, send_message_body, start_server
+from iac_code.testing import (
+    A2A_HEADERS,
+    RunningServer,
+    make_kernel,
+    permission_answer_request,
+    send_message_body,
+    start_server,
+)
 from iac_code.testing import permission_envelope as json_permission_envelope
 
 VPC_PROMPT = "Create a VPC with two vSwitches."
@@ -91,16 +97,6 @@ async def send(client: Client, request: SendMessageRequest, context: ClientCallC
 
 def envelope_of(task: Task) -> dict[str, Any] | None:
     return json_permission_envelope(MessageToDict(task))
-
-
-def answer(envelope: dict[str, Any], decision: str, message_id: str) -> SendMessageRequest:
-    data = Struct()
-    data.update({"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
-                 "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": decision})
-    return SendMessageRequest(message=Message(
-        message_id=message_id, role=a2a_pb2.ROLE_USER, task_id=envelope["requestTaskId"],
-        context_id=envelope["contextId"], parts=[Part(data=Value(struct_value=data),
-                                                      media_type="application/json")]))
 
 
 def status_of(exc: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, str, str]:
@@ -168,7 +164,7 @@ async def test_permission_pause_subscribe_answer_and_cancel() -> None:
         assert [e.task.status.state for e in events] == [INPUT_REQUIRED]
 
         # The answer travels as a protobuf DataPart and reaches the paused turn (raw params path).
-        denied = await send(unary, answer(envelope, "deny", "m-vpc-1-answer"))
+        denied = await send(unary, permission_answer_request(envelope, "deny", message_id="m-vpc-1-answer"))
         assert denied.id == paused.id
         assert envelope_of(denied) is None or envelope_of(denied)["inputId"] != envelope["inputId"]
 

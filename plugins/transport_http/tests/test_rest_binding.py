@@ -36,13 +36,13 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct, Value
 
 from iac_code.testing import (
     A2A_HEADERS,
     RunningServer,
     parse_sse,
     permission_answer_body,
+    permission_answer_request,
     permission_envelope,
     send_message_body,
     start_server,
@@ -61,15 +61,6 @@ def rest_url(server: RunningServer) -> str:
 def _request(text: str, **fields: str) -> SendMessageRequest:
     return SendMessageRequest(message=Message(message_id=f"m-{text[:8]}", role=Role.ROLE_USER,
                                               parts=[Part(text=text)], **fields))
-
-
-def _answer(envelope: dict[str, Any], decision: str, message_id: str) -> SendMessageRequest:
-    data = Struct()
-    data.update({"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
-                 "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": decision})
-    return SendMessageRequest(message=Message(
-        message_id=message_id, role=Role.ROLE_USER, task_id=envelope["requestTaskId"],
-        context_id=envelope["contextId"], parts=[Part(data=Value(struct_value=data), media_type="application/json")]))
 
 
 @asynccontextmanager
@@ -164,7 +155,7 @@ async def test_sdk_rest_streaming_answers_the_permission(decision: str, tmp_path
         envelope = MessageToDict(last.metadata)["iac_code"]["input"]
         assert not template.exists()
 
-        rest = await collect(client.send_message(_answer(envelope, decision, "m-answer")))
+        rest = await collect(client.send_message(permission_answer_request(envelope, decision, message_id="m-answer")))
         assert rest[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         resumed = rest[1].status_update
         assert resumed.status.state == TaskState.TASK_STATE_WORKING
