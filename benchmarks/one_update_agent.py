@@ -11,10 +11,11 @@ server/protocol overhead.
 
 from __future__ import annotations
 
-from a2a.helpers import get_message_text, new_task_from_user_message, new_text_part
+from a2a.helpers import get_message_text, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
+from trivial_agent import ensure_task, publish_canceled
 
 #: Text of the WORKING update's agent message.
 ACK_TEXT = "ack"
@@ -32,12 +33,7 @@ class OneUpdateExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Create/continue the task, one WORKING update, one artifact, then complete."""
-        task = context.current_task
-        if task is None:
-            if context.message is None:
-                raise ValueError("OneUpdateExecutor needs a user message")
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
+        task = await ensure_task(context, event_queue)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work(updater.new_agent_message([new_text_part(ACK_TEXT)]))
         await updater.add_artifact([new_text_part(ARTIFACT_TEXT)], name=ARTIFACT_NAME)
@@ -46,8 +42,4 @@ class OneUpdateExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Publish a CANCELED status update for the task."""
-        task = context.current_task
-        task_id = context.task_id or (task.id if task else "")
-        context_id = context.context_id or (task.context_id if task else "")
-        updater = TaskUpdater(event_queue, task_id, context_id)
-        await updater.cancel()
+        await publish_canceled(context, event_queue)
