@@ -8,7 +8,10 @@ In one run, with the same trivial agent (``trivial_agent.TrivialExecutor``):
 * reference gRPC: a2a-sdk's ``GrpcHandler`` on grpcio's asyncio server
   (``reference_grpc_server.py``);
 * ours: one ``iac-code a2a --transport http --transport grpc`` process serving
-  both, persistence on (a fresh directory), as a new user has it.
+  both, persistence on (a fresh directory), as a new user has it;
+* the grpcio floor: a servicer answering every call with a constant
+  (``grpc_floor_server.py``), the most grpcio's asyncio server sustains here, so
+  ``floor / reference`` is the highest gRPC ratio any implementation can show.
 
 Servers run one after the other pinned to CPU 0, the load generator on CPU 1.
 For each binding and call it prints requests/s, p50/p99 and errors, then the
@@ -227,6 +230,15 @@ def _table(results: list[Result]) -> str:
                 p99 = pair["ours"].p99_ms / pair["reference"].p99_ms if pair["reference"].p99_ms else 0.0
                 met = "met" if ratio >= 1.5 and p99 < 1.0 else "NOT met"
                 lines.append(f"  {binding:<10} {call:<12} req/s x{ratio:.2f}   p99 x{p99:.2f}   ({met})")
+    floors = {r.call: r for r in results if r.server == "floor"}
+    if floors:
+        lines.append("")
+        lines.append("grpcio floor/reference (the most any server on grpcio's asyncio server could show):")
+        for call, floor in floors.items():
+            reference = next((r for r in results if r.binding == "GRPC" and r.call == call and r.server == "reference"),
+                             None)
+            if reference is not None and reference.rps:
+                lines.append(f"  GRPC       {call:<12} req/s x{floor.rps / reference.rps:.2f}")
     return "\n".join(lines)
 
 
@@ -262,6 +274,12 @@ async def _references(http_port: int, grpc_port: int, server_cpu: int | None, en
                  [grpc_port], server_cpu, env)
     try:
         results += await bench_grpc("reference", grpc_port, args)
+    finally:
+        stop(proc)
+    proc = start([sys.executable, str(BENCH_DIR / "grpc_floor_server.py"), "--port", str(grpc_port)],
+                 [grpc_port], server_cpu, env)
+    try:
+        results += await bench_grpc("floor", grpc_port, args)
     finally:
         stop(proc)
     return results
