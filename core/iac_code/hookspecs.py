@@ -72,9 +72,12 @@ def iac_code_transports() -> list[TransportSpec]:
 def iac_code_push_queues() -> list[PushQueueSpec]:
     """Provide push-notification delivery queues (``push-queue`` setting).
 
-    Called when push notifications are enabled and the queue is built.
+    Called when push notifications are enabled and the queue is built (by the
+    server, and by ``iac-code a2a push-worker``).
 
-    :return: queue records; ``create(kernel)`` returns a :class:`~iac_code.records.PushQueue`.
+    :return: queue records; ``create(context)`` receives a
+        :class:`~iac_code.push_jobs.QueueContext` and returns a
+        :class:`~iac_code.push_jobs.PushQueue` (not started yet).
     """
 
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from iac_code.kernel import Kernel
+    from iac_code.push_jobs import PushQueue, QueueContext
     from iac_code.runtime import AgentRuntime
 
 
@@ -61,24 +62,12 @@ class TransportSpec:
 # --------------------------------------------------------------------------- push queues
 
 
-class PushQueue(Protocol):
-    """Durable queue of push-notification delivery jobs (at-least-once)."""
-
-    async def enqueue(self, job: Mapping[str, Any]) -> str:
-        """Store one job and return its id."""
-        ...
-
-    async def close(self) -> None:
-        """Release connections and background work."""
-        ...
-
-
 @dataclass(frozen=True)
 class PushQueueSpec:
     """A push delivery queue backend selected by the ``push-queue`` setting."""
 
     name: str
-    create: Callable[[Kernel], PushQueue]
+    create: Callable[[QueueContext], PushQueue]
     description: str = ""
 
 
