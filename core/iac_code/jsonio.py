@@ -89,12 +89,13 @@ def loads(data: bytes | str) -> Any:
     return value
 
 
-def dumps(payload: Any) -> bytes:
-    """Compact UTF-8 JSON bytes."""
+def dumps(payload: Any, *, sort_keys: bool = False) -> bytes:
+    """Compact UTF-8 JSON bytes (object keys sorted with ``sort_keys``: a stable form for files)."""
     try:
-        return orjson.dumps(payload)
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS if sort_keys else None)
     except TypeError:
-        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys).encode(
+            "utf-8", "surrogatepass")
 
 
 def integral_floats_to_int(value: Any) -> Any:
