@@ -1,0 +1,1 @@
+"""Local-file push-notification queue."""
