@@ -147,3 +147,109 @@ async def send_and_answer(post: Any, body: dict[str, Any], decision: str = "allo
             envelope, decision, message_id=f"{body['params']['message']['messageId']}-answer-{n}"))
         task = reply["result"]["task"]
     raise AssertionError(f"the turn asked more than {max_questions} permissions")
+
+
+# --------------------------------------------------------------------------- Redis
+
+REDIS_TEST_DB = 15
+_redis_test_url: str | None = None
+
+
+def _redis_pings(port: int, password: str = "", timeout: float = 0.5) -> bool:
+    """Whether a Redis on 127.0.0.1:``port`` answers PING (with ``password`` when given)."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, password=password or None, socket_timeout=timeout,
+                         socket_connect_timeout=timeout)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_redis_server(port: int, directory: Any, appendonly: bool = True, *, password: str = "",
+                       timeout: float = 10.0) -> Any:
+    """Start a private ``redis-server`` on 127.0.0.1:``port`` with its files in ``directory``.
+
+    With ``appendonly`` the server keeps an AOF (``appendfsync always``), so killing and
+    restarting it on the same directory keeps every acknowledged write. Returns the
+    ``subprocess.Popen`` once the server answers PING (within ``timeout`` seconds);
+    raises ``RuntimeError`` otherwise. The caller stops it (``kill()`` + ``wait()``).
+    """
+    import shutil
+    import subprocess
+    import time
+    from pathlib import Path
+
+    binary = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else "")
+    if not binary:
+        raise RuntimeError("redis-server is not installed (e.g. apt-get install redis-server)")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    log_file = directory / "redis.log"
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
+            "--logfile", str(log_file), "--daemonize", "no", "--appendonly", "yes" if appendonly else "no"]
+    if appendonly:
+        args += ["--appendfsync", "always"]
+    if password:
+        args += ["--requirepass", password]
+    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        if _redis_pings(port, password):
+            return process
+        time.sleep(0.02)
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    tail = log_file.read_text(errors="replace").strip().splitlines()[-3:] if log_file.exists() else []
+    raise RuntimeError(f"redis-server on port {port} did not answer PING within {timeout:g} s "
+                       f"(exit code {process.returncode}): {' | '.join(tail) or 'no log'}")
+
+
+def redis_url() -> str:
+    """A Redis for tests: ``redis://127.0.0.1:6379/15`` when one answers PING there, else a private
+    ``redis-server`` on a free port (started once per process, stopped at exit).
+
+    Raises ``RuntimeError("no Redis: ...")`` when neither is possible: tests fail, they never skip.
+    Tests share the database, so each uses its own key prefix and deletes its keys.
+    """
+    global _redis_test_url
+    if _redis_test_url is not None:
+        return _redis_test_url
+    if _redis_pings(6379):
+        _redis_test_url = f"redis://127.0.0.1:6379/{REDIS_TEST_DB}"
+        return _redis_test_url
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    directory = Path(tempfile.mkdtemp(prefix="iac-code-redis-"))
+    port = _free_port()
+    try:
+        process = start_redis_server(port, directory, appendonly=False)
+    except RuntimeError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise RuntimeError(f"no Redis: nothing answers PING on 127.0.0.1:6379 and starting one failed: {exc}") from None
+
+    def stop() -> None:
+        process.kill()
+        process.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    atexit.register(stop)
+    _redis_test_url = f"redis://127.0.0.1:{port}/{REDIS_TEST_DB}"
+    return _redis_test_url

@@ -1,0 +1,1 @@
+"""Redis Streams push-notification queue."""
