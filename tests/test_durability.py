@@ -129,8 +129,8 @@ async def test_a_stored_push_config_survives_kill_9(tmp_path: Path) -> None:
             deleted = await rpc(http, url, {"jsonrpc": "2.0", "id": 4, "method": "DeleteTaskPushNotificationConfig",
                                             "params": {"taskId": task["id"], "id": "hook-1"}})
             assert "error" not in deleted
-    files = list((state / "a2a" / "push-configs").iterdir())
-    assert files == []  # deleting the last config removes its file
+    files = list((state / "a2a" / "push_configs").rglob("*.json"))
+    assert files == []  # deleting the config removes its file
 
 
 async def test_finished_tasks_leave_memory_and_are_served_from_disk() -> None:

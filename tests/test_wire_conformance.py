@@ -149,7 +149,7 @@ async def pushes_until_usage(received: asyncio.Queue[tuple[dict[str, str], bytes
                                                (["LOCALHOST"], "localhost")])
 async def test_push_to_allowed_host_is_delivered_with_integers(allowed: list[str], host: str) -> None:
     async with push_receiver() as (port, received), \
-            start_server({"push-notifications": True, "push-allowed-hosts": allowed}) as server, \
+            start_server({"push-notifications": True, "push-allowed-hosts": allowed, "push-events": "all"}) as server, \
             aiohttp.ClientSession() as http:
         url = f"http://{host}:{port}/hook"
         task = (await post(http, server, push_message_body(url)))["result"]["task"]
@@ -170,7 +170,8 @@ async def test_push_to_loopback_is_refused_without_the_setting() -> None:
             aiohttp.ClientSession() as http:
         url = f"http://127.0.0.1:{port}/hook"
         refused = await post(http, server, push_message_body(url))
-        assert (refused["error"]["code"], refused["error"]["message"]) == (-32602, "Invalid push notification URL")
+        assert (refused["error"]["code"], refused["error"]["message"]) == (
+            -32602, "A2A push callback URL must not target private or local hosts")
         assert (await post(http, server, LIST_TASKS))["result"]["tasks"] == []
         task = (await post(http, server, data_message_body()))["result"]["task"]
         create = {"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig",

@@ -49,7 +49,8 @@ def main() -> None:
     """iac-code: Infrastructure-as-Code assistant for Alibaba Cloud."""
 
 
-@main.command("a2a")
+@main.group("a2a", invoke_without_command=True)
+@click.pass_context
 @click.option("--config", "config_path", default="", help="YAML file with server options.")
 @click.option("--host", default=None, help="Bind host (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Bind port (default 41242; 0 picks a free port).")
@@ -62,47 +63,141 @@ def main() -> None:
 @click.option("--plugins", "plugins_action", type=click.Choice(["list"]), default=None,
               help="'list' shows every plugin and exits.")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", help="Format for --plugins list.")
-def a2a(config_path: str, host: str | None, port: int | None, transports: tuple[str, ...], debug: bool,
-        log_to_stdout: bool | None, thinking_exposure: tuple[str, ...], plugins_action: str | None,
+def a2a(ctx: click.Context, config_path: str, host: str | None, port: int | None, transports: tuple[str, ...],
+        debug: bool, log_to_stdout: bool | None, thinking_exposure: tuple[str, ...], plugins_action: str | None,
         output: str) -> None:
     """Run iac-code as an A2A 1.0 server."""
-    from iac_code.config import build_config_model, load_config, read_config_file
-
+    if ctx.invoked_subcommand is not None:
+        return
     try:
-        raw = read_config_file(config_path)
-        # a2a-sdk reads its tracing switch at import time, before plugins load.
-        if not raw.get("tracing"):
-            os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
-        from iac_code.plugins import Plugins
-
-        blocked = raw.get("disabled_plugins") or []
-        plugins = Plugins.load(blocked=blocked if isinstance(blocked, list) else [])
+        raw, plugins = _load_plugins(config_path)
         if plugins_action == "list":
             _print_plugins(plugins, output)
             return
-        model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
         overrides: dict[str, Any] = {"host": host, "port": port, "transport": list(transports) or None,
                                      "log_to_stdout": log_to_stdout}
         if debug:
             overrides["debug"] = True
         if thinking_exposure:
             overrides["thinking_exposure"] = list(thinking_exposure)
-        # The path is recorded so the server never reads its own config file (it holds the secrets) as input.
-        config = load_config(config_path or None, raw=raw, overrides=overrides, model=model)
-        setup_logging(config.debug, config.log_to_stdout)
-        for info in plugins.infos():
-            if info.status == "failed":
-                logger.error("Plugin %s (%s %s) failed to load: %s", info.name, info.distribution,
-                             info.version, info.reason)
+        config = _load_settings(config_path, raw, plugins, overrides)
         from iac_code.kernel import Kernel
 
         kernel = Kernel(config, plugins)
-        _run(kernel)
+        _run(kernel.serve_forever)
     except StartupError as exc:
         _fail(str(exc))
 
 
-def _run(kernel: Any) -> None:
+def _load_plugins(config_path: str) -> tuple[dict[str, Any], Any]:
+    from iac_code.config import read_config_file
+
+    raw = read_config_file(config_path)
+    # a2a-sdk reads its tracing switch at import time, before plugins load.
+    if not raw.get("tracing"):
+        os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+    from iac_code.plugins import Plugins
+
+    blocked = raw.get("disabled_plugins") or []
+    return raw, Plugins.load(blocked=blocked if isinstance(blocked, list) else [])
+
+
+def _load_settings(config_path: str, raw: dict[str, Any], plugins: Any, overrides: dict[str, Any]) -> Any:
+    from iac_code.config import build_config_model, load_config
+
+    model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
+    # The path is recorded so the server never reads its own config file (it holds the secrets) as input.
+    config = load_config(config_path or None, raw=raw, overrides=overrides, model=model)
+    setup_logging(config.debug, config.log_to_stdout)
+    for info in plugins.infos():
+        if info.status == "failed":
+            logger.error("Plugin %s (%s %s) failed to load: %s", info.name, info.distribution,
+                         info.version, info.reason)
+    return config
+
+
+@a2a.command("push-worker")
+@click.option("--config", "config_path", default="", help="The server's YAML file (same push settings).")
+@click.option("--debug", "-d", is_flag=True, help="Debug logging.")
+def push_worker(config_path: str, debug: bool) -> None:
+    """Deliver queued push notifications, apart from the server (any number may run)."""
+    try:
+        raw, plugins = _load_plugins(config_path)
+        config = _load_settings(config_path, raw, plugins, {"debug": True} if debug else {})
+        if not config.push_notifications:
+            raise StartupError("push-notifications is off in this configuration: there is nothing to deliver.")
+        from iac_code.push_service import PushService
+
+        service = PushService(config, plugins, config.resolved_persistence_dir())
+
+        async def work(stop: asyncio.Event) -> None:
+            await service.start(deliver=True, issuer=_issuer(config))
+            logger.info("iac-code push worker delivering from the %s queue", config.push_queue)
+            try:
+                await stop.wait()
+            finally:
+                await service.stop()
+
+        _run(work)
+    except StartupError as exc:
+        _fail(str(exc))
+
+
+@a2a.command("push-key-rotate")
+@click.option("--config", "config_path", default="", help="The server's YAML file (for persistence-dir).")
+def push_key_rotate(config_path: str) -> None:
+    """Add a new push-secret encryption key and make it active (old keys stay for old secrets)."""
+    from iac_code.push_crypto import PushKeyring, PushSecretError
+
+    try:
+        raw, plugins = _load_plugins(config_path)
+        config = _load_settings(config_path, raw, plugins, {})
+        key_id = PushKeyring.rotate_file(config.resolved_persistence_dir())
+    except (StartupError, PushSecretError) as exc:
+        _fail(str(exc))
+        return
+    click.echo(f"Active push secret key: {key_id}")
+
+
+@a2a.command("push-status")
+@click.option("--config", "config_path", default="", help="The server's YAML file.")
+@click.option("--dead", "dead", type=int, default=0, help="Also list up to N dead-lettered jobs.")
+def push_status(config_path: str, dead: int) -> None:
+    """Print the push queue's job counts (and dead letters) as JSON."""
+    try:
+        raw, plugins = _load_plugins(config_path)
+        config = _load_settings(config_path, raw, plugins, {})
+        from iac_code.push_delivery import display_url
+        from iac_code.push_service import PushService
+
+        service = PushService(config, plugins, config.resolved_persistence_dir())
+        report: dict[str, Any] = {}
+
+        async def inspect(_stop: asyncio.Event) -> None:
+            await service.start(deliver=False)
+            try:
+                report["queue"] = config.push_queue
+                report["depth"] = await service.queue.depth()
+                if dead:
+                    report["dead"] = [{"jobId": j.job_id, "taskId": j.task_id, "configId": j.config_id,
+                                       "url": display_url(j.url), "attempt": j.attempt, "lastError": j.last_error}
+                                      for j in await service.queue.dead_letters(dead)]
+            finally:
+                await service.stop()
+
+        _run(inspect)
+    except StartupError as exc:
+        _fail(str(exc))
+        return
+    click.echo(json.dumps(report, indent=2))
+
+
+def _issuer(config: Any) -> str:
+    return f"http://{config.host}:{config.port}"
+
+
+def _run(body: Any) -> None:
+    """Run ``body(stop)`` on uvloop; SIGINT/SIGTERM set ``stop``."""
     async def serve() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -111,7 +206,7 @@ def _run(kernel: Any) -> None:
                 loop.add_signal_handler(sig, stop.set)
             except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
                 pass
-        await kernel.serve_forever(stop)
+        await body(stop)
 
     try:
         import uvloop

@@ -163,6 +163,24 @@ class ServerConfig(BaseModel):
     artifact_dir: str = Field("", description="Artifact payload directory (default <persistence-dir>/artifacts).")
     context_idle_timeout: float = Field(3600.0, gt=0, description="Seconds before an idle context leaves memory.")
     push_notifications: bool = Field(False, description="Enable the push-notification config API and delivery.")
+    push_queue: str = Field("local-file", description="Push delivery queue plugin: local-file or redis-streams.")
+    push_events: Any = Field(
+        ["terminal", "input-required"],
+        description="Task events pushed: all, or a list of terminal, input-required, auth-required, submitted, "
+        "working, completed, failed, canceled, rejected.")
+    push_delivery: str = Field(
+        "server", description="server: this process delivers queued pushes; external: only "
+        "'iac-code a2a push-worker' processes do.")
+    push_timeout: float = Field(5.0, gt=0, description="Seconds one push delivery attempt may take.")
+    push_max_attempts: int = Field(5, ge=1, description="Delivery attempts before a push is dead-lettered.")
+    push_retry_base_delay: float = Field(
+        1.0, gt=0, description="Seconds before the first retry; doubles per attempt (±20 % jitter).")
+    push_retry_max_delay: float = Field(60.0, gt=0, description="Longest wait between two delivery attempts.")
+    push_concurrency: int = Field(64, ge=1, description="Push deliveries one worker runs at once.")
+    push_lease_timeout_ms: int = Field(
+        300_000, ge=100, description="Milliseconds a claimed push job stays leased before another worker may take it.")
+    push_signing: bool = Field(
+        False, description="Sign each push with a JWT (X-A2A-Notification-Signature); keys at /.well-known/jwks.json.")
     push_allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Push-notification hosts exempt from the private/loopback/link-local URL screen: host names, "
@@ -213,6 +231,28 @@ class ServerConfig(BaseModel):
     @classmethod
     def _check_thinking(cls, value: Any) -> Any:
         parse_thinking_exposure(value)
+        return value
+
+    @field_validator("push_events")
+    @classmethod
+    def _check_push_events(cls, value: Any) -> Any:
+        from iac_code.push_sender import parse_push_events
+
+        if not isinstance(value, str | list):
+            raise ValueError("push-events: a list of event names, or 'all'")
+        parse_push_events(value)
+        return value
+
+    @field_validator("push_queue", "push_delivery")
+    @classmethod
+    def _normalise_name(cls, value: str) -> str:
+        return value.strip().lower().replace("_", "-")
+
+    @field_validator("push_delivery")
+    @classmethod
+    def _check_push_delivery(cls, value: str) -> str:
+        if value not in ("server", "external"):
+            raise ValueError("push-delivery: must be server or external")
         return value
 
     @field_validator("push_allowed_hosts")

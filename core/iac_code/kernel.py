@@ -27,8 +27,9 @@ from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.plugins import Plugins
-from iac_code.push_configs import DurablePushConfigStore
-from iac_code.push_sender import KernelPushSender, PushUrlPolicy
+from iac_code.push_sender import QueueingPushSender
+from iac_code.push_service import PushService
+from iac_code.push_urls import PushUrlGuard
 from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
 from iac_code.storage import SnapshotWriter, sweep_temp_files
@@ -106,27 +107,20 @@ class Kernel:
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
         self._servers: list[TransportServer] = []
-        self._push_sender: KernelPushSender | None = None
+        self.push: PushService | None = None
+        self._push_sender: QueueingPushSender | None = None
         self.interfaces: list[InterfaceInfo] = []
 
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
         handler_class = traced_handler_class() if self.config.tracing else KernelRequestHandler
-        push: dict[str, Any] = {}
-        allowed = self.config.push_allowed_hosts
-        if self.config.push_notifications:
-            # Until the queue-backed push plugins land: a2a-sdk's config store (written through
-            # to disk) and direct sender, with its URL screening (no loopback, private or link-local hosts)
-            # except for push-allowed-hosts, when a config is stored and when a push is sent.
-            store = DurablePushConfigStore(self.state_dir / "push-configs")
-            policy = PushUrlPolicy(allowed)
-            self._push_sender = KernelPushSender(store, push_url_validator=policy, settle=self.task_store.sync)
-            push = {"push_config_store": store, "push_url_validator": policy, "push_sender": self._push_sender}
-            if allowed:
-                logger.warning("push-allowed-hosts: push notifications may go to %s without the "
-                               "private/loopback/link-local URL screen", ", ".join(allowed))
-        elif allowed:
-            logger.warning("push-allowed-hosts is set but push-notifications is off: it has no effect")
+        push: dict[str, Any] = {"push_guard": PushUrlGuard(self.config.push_allowed_hosts)}
+        if self.push is not None:
+            self._push_sender = QueueingPushSender(
+                self.push.store, self.push.queue, self.push.guard, events=self.config.push_events,
+                settle=lambda _task_id: self.task_store.sync())
+            push = {"push_config_store": self.push.store, "push_sender": self._push_sender,
+                    "push_guard": self.push.guard}
         self.request_handler = handler_class(
             agent_executor=self.executor,
             task_store=self.task_store,
@@ -188,20 +182,41 @@ class Kernel:
             raise
         self.interfaces = interfaces
         self.cards.set_interfaces(self.interfaces)
+        try:
+            await self._start_push()
+        except BaseException:
+            await self._stop_servers()
+            raise
         self._build_handler()
         return self.interfaces
 
+    async def _start_push(self) -> None:
+        allowed = self.config.push_allowed_hosts
+        if not self.config.push_notifications:
+            if allowed:
+                logger.warning("push-allowed-hosts is set but push-notifications is off: it has no effect")
+            return
+        self.push = PushService(self.config, self.plugins, self.state_dir)
+        issuer = self.interfaces[0].url if self.interfaces else "iac-code"
+        await self.push.start(deliver=self.config.push_delivery == "server", issuer=issuer)
+        if allowed:
+            logger.warning("push-allowed-hosts: push notifications may go to %s without the "
+                           "private/loopback/link-local URL screen", ", ".join(allowed))
+
     async def stop(self) -> None:
-        """Stop the transports, then drain the running turns."""
+        """Stop the transports, then drain the running turns and the pushes they queued."""
         await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()
+        if self._push_sender is not None:
+            await self._push_sender.flush_all()
+            self._push_sender = None
+        if self.push is not None:
+            await self.push.stop()
+            self.push = None
         await self.contexts.stop()
         await self.task_store.close()
         await self.writer.close()
-        if self._push_sender is not None:
-            await self._push_sender.aclose()
-            self._push_sender = None
 
     async def _stop_servers(self) -> None:
         servers, self._servers = self._servers, []

@@ -1,111 +1,155 @@
-"""Push-notification delivery: a2a-sdk's sender, our wire JSON, and the push-URL policy.
+"""Push notifications leave through a durable queue: a2a-sdk's sender interface, enqueueing.
 
-:class:`KernelPushSender` is a2a-sdk's ``BasePushNotificationSender`` unchanged
-except for the payload's serialisation: the SDK posts
-``json=MessageToDict(to_stream_response(event))``; the sender's own HTTP client
-turns that dict's integral floats back into integers (the rule of
-:func:`iac_code.jsonio.message_to_json`) and sends our JSON bytes, so a push
-payload reads exactly like the same event on a stream.
-
-:class:`PushUrlPolicy` is a2a-sdk's URL screen
-(:func:`a2a.utils.push_url_validator.validate_push_notification_url`) with the
-``push-allowed-hosts`` entries exempt; the kernel uses it when a config is
-stored and again when a notification is sent.
+:class:`QueueingPushSender` is the request handler's ``PushNotificationSender``.
+For each task event the ``push-events`` setting selects, it builds one
+:class:`~iac_code.push_jobs.PushJob` per stored configuration of the task (across
+owners) with the event's StreamResponse JSON as payload, and hands them to the
+``push-queue`` plugin. The enqueue runs beside the turn, so a slow disk or Redis
+never slows it; :meth:`QueueingPushSender.flushed` is awaited at the points where a
+state is acknowledged to a client, so a job the client was implicitly promised is
+durable first. Each enqueue waits for the task's own state to be durable before
+the job exists, so a webhook never hears of a state a crash could take back.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import urllib.parse
+import asyncio
+import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-from a2a.server.tasks import BasePushNotificationSender, PushNotificationConfigStore
-from a2a.utils.push_url_validator import validate_push_notification_url
+from a2a.server.tasks import PushNotificationSender
+from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.utils.proto_utils import to_stream_response
 
-from iac_code import jsonio
-from iac_code.config import split_push_allowed_hosts
-from iac_code.turns import acknowledges
+from iac_code.background import spawn
+from iac_code.jsonio import message_to_json
+from iac_code.push_jobs import PushJob, PushQueue, order_key
 
-DEFAULT_TIMEOUT = 5.0
+if TYPE_CHECKING:
+    from iac_code.push_configs import EncryptedPushConfigStore
+    from iac_code.push_urls import PushUrlGuard
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
+                      TaskState.TASK_STATE_REJECTED})
+EVENT_GROUPS: dict[str, frozenset[int]] = {
+    "terminal": TERMINAL,
+    "input-required": frozenset({TaskState.TASK_STATE_INPUT_REQUIRED}),
+    "auth-required": frozenset({TaskState.TASK_STATE_AUTH_REQUIRED}),
+    "submitted": frozenset({TaskState.TASK_STATE_SUBMITTED}),
+    "working": frozenset({TaskState.TASK_STATE_WORKING}),
+    "completed": frozenset({TaskState.TASK_STATE_COMPLETED}),
+    "failed": frozenset({TaskState.TASK_STATE_FAILED}),
+    "canceled": frozenset({TaskState.TASK_STATE_CANCELED}),
+    "rejected": frozenset({TaskState.TASK_STATE_REJECTED}),
+}
+DEFAULT_EVENTS = ("terminal", "input-required")
+# Ordering memory: the last job's seq per (owner, task, config), for the jobs' ``prev_seq``.
+LAST_SEQ_ENTRIES = 10_000
 
 
-class _WireJsonClient(httpx.AsyncClient):
-    """An ``httpx.AsyncClient`` whose ``post(json=...)`` sends the payload as wire JSON."""
+def parse_push_events(value: Iterable[str] | str) -> tuple[frozenset[int], bool]:
+    """``push-events`` → (task states that are pushed, whether every update is: ``all``)."""
+    names = [v.strip().lower().replace("_", "-") for v in (value.split(",") if isinstance(value, str) else value)]
+    names = [n.removeprefix("task-state-") for n in names if n]
+    if not names:
+        raise ValueError("push-events: name at least one event group, or 'all'")
+    if "all" in names:
+        return frozenset(), True
+    states: set[int] = set()
+    for name in names:
+        if name not in EVENT_GROUPS:
+            raise ValueError(f"push-events: unknown event {name!r} (use all, {', '.join(EVENT_GROUPS)})")
+        states |= EVENT_GROUPS[name]
+    return frozenset(states), False
 
-    async def post(self, url: Any, **kwargs: Any) -> httpx.Response:
-        payload = kwargs.pop("json", None)
-        if payload is not None:
-            kwargs["content"] = jsonio.dumps(jsonio.integral_floats_to_int(payload))
-            kwargs["headers"] = {**(kwargs.get("headers") or {}), "Content-Type": "application/json"}
-        return await super().post(url, **kwargs)
 
+class QueueingPushSender(PushNotificationSender):
+    """a2a-sdk's push-sender interface over the push queue: selects, builds and enqueues jobs."""
 
-class KernelPushSender(BasePushNotificationSender):
-    """a2a-sdk's push sender with wire-JSON payloads; it owns its HTTP client (close with :meth:`aclose`).
-
-    ``settle`` is awaited before a notification that acknowledges state (a task's
-    creation, INPUT_REQUIRED, a terminal state) goes out, so a webhook never hears
-    of a state a crash could take back.
-    """
-
-    def __init__(self, config_store: PushNotificationConfigStore, *,
-                 push_url_validator: Callable[[str], Awaitable[bool]] | None,
-                 timeout: float = DEFAULT_TIMEOUT, settle: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.client = _WireJsonClient(timeout=timeout)
+    def __init__(self, store: EncryptedPushConfigStore, queue: PushQueue, guard: PushUrlGuard, *,
+                 events: Iterable[str] | str = DEFAULT_EVENTS,
+                 settle: Callable[[str], Awaitable[None]] | None = None) -> None:
+        self._store = store
+        self._queue = queue
+        self._guard = guard
+        self._states, self._all = parse_push_events(events)
         self._settle = settle
-        super().__init__(self.client, config_store, push_url_validator=push_url_validator)
+        self._pending: dict[str, set[asyncio.Task[None]]] = {}
+        self._last_seq: OrderedDict[str, int] = OrderedDict()
+        # One enqueue chain per task: its events reach the queue in the order the turn produced them.
+        self._tails: dict[str, asyncio.Task[None]] = {}
+
+    def wants(self, event: Any) -> bool:
+        """Whether ``event`` is pushed under the ``push-events`` setting."""
+        if isinstance(event, Task | TaskStatusUpdateEvent):
+            return self._all or event.status.state in self._states
+        return isinstance(event, TaskArtifactUpdateEvent) and self._all
 
     async def send_notification(self, task_id: str, event: Any) -> None:
-        if not await self._config_store.get_info_for_dispatch(task_id):
+        """Start enqueueing ``event``'s jobs and return at once (see :meth:`flushed`)."""
+        if not self.wants(event):
             return
-        if self._settle is not None and acknowledges(event):
-            await self._settle()
-        await super().send_notification(task_id, event)
+        previous = self._tails.get(task_id)
+        job = spawn(self._enqueue(task_id, event, previous), name=f"push-enqueue-{task_id}")
+        self._tails[task_id] = job
+        pending = self._pending.setdefault(task_id, set())
+        pending.add(job)
+        job.add_done_callback(lambda done: self._forget(task_id, done))
 
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
-        await self.client.aclose()
+    def _forget(self, task_id: str, done: asyncio.Task[None]) -> None:
+        pending = self._pending.get(task_id)
+        if pending is not None:
+            pending.discard(done)
+            if not pending:
+                del self._pending[task_id]
+        if self._tails.get(task_id) is done:
+            del self._tails[task_id]
 
+    async def flushed(self, task_id: str) -> None:
+        """Wait until every job of ``task_id``'s events sent so far is durably queued."""
+        pending = self._pending.get(task_id)
+        if pending:
+            await asyncio.gather(*list(pending), return_exceptions=True)
 
-class PushUrlPolicy:
-    """a2a-sdk's push-URL screen, except for the configured hosts and networks.
+    async def flush_all(self) -> None:
+        """Wait for every enqueue in progress (at shutdown)."""
+        tasks = [t for group in self._pending.values() for t in group]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
-    An ``http``/``https`` URL whose host is a listed name, or an IP address inside
-    a listed network, is accepted without a DNS look-up; every other URL goes
-    through a2a-sdk's screen (no private, loopback or link-local destinations).
-    """
-
-    def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
-        self.names, self.networks = split_push_allowed_hosts(allowed_hosts)
-
-    def is_listed(self, host: str) -> bool:
-        """Whether ``host`` (as ``urllib`` parses it: lower case, no brackets) is exempt."""
-        host = host.rstrip(".")
-        if host in self.names:
-            return True
+    async def _enqueue(self, task_id: str, event: Any, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
         try:
-            address = ipaddress.ip_address(host.partition("%")[0])
-        except ValueError:
-            return False
-        mapped = getattr(address, "ipv4_mapped", None)
-        return any(address in network or (mapped is not None and mapped in network) for network in self.networks)
-
-    def exempts(self, url: str) -> bool:
-        """Whether ``url`` is an ``http(s)`` URL, with a valid port, to a listed host."""
-        if not (self.names or self.networks):
-            return False
-        try:
-            parsed = urllib.parse.urlsplit(url)
-            if parsed.port is not None and not 0 < parsed.port:
-                return False
-        except ValueError:  # an invalid port or IPv6 literal
-            return False
-        return parsed.scheme in ("http", "https") and bool(parsed.hostname) and self.is_listed(parsed.hostname or "")
-
-    async def __call__(self, url: str) -> bool:
-        """``True`` to accept ``url`` as a push-notification destination."""
-        if self.exempts(url):
-            return True
-        return await validate_push_notification_url(url)
+            if self._settle is not None:
+                await self._settle(task_id)
+            targets = await self._store.dispatch_targets(task_id)
+            if not targets:
+                return
+            payload = message_to_json(to_stream_response(event))
+            jobs = []
+            for owner_key, config in targets:
+                try:
+                    self._guard.check_static(config.url)
+                except ValueError as exc:
+                    logger.warning("Not queueing a push notification for task %s config %s: %s",
+                                   task_id, config.id, exc)
+                    continue
+                key = order_key(owner_key, task_id, config.id or task_id)
+                job = PushJob.new(task_id=task_id, config_id=config.id, owner=owner_key, url=config.url,
+                                  payload=payload, prev_seq=self._last_seq.get(key, 0))
+                jobs.append((key, job))
+            if not jobs:
+                return
+            await self._queue.enqueue([job for _, job in jobs])
+            for key, job in jobs:
+                self._last_seq[key] = job.seq
+                self._last_seq.move_to_end(key)
+            while len(self._last_seq) > LAST_SEQ_ENTRIES:
+                self._last_seq.popitem(last=False)
+        except Exception as exc:  # the turn goes on; the failure is the operator's to see
+            logger.error("Failed to enqueue A2A push notification for task %s: %s", task_id, type(exc).__name__)

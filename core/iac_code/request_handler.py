@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
@@ -33,6 +33,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     Message,
     SendMessageRequest,
@@ -65,6 +66,8 @@ from iac_code.permissions import (
     permission_answer_part,
     validate_answer,
 )
+from iac_code.push_configs import EncryptedPushConfigStore
+from iac_code.push_sender import QueueingPushSender
 from iac_code.task_store import KernelTaskStore
 from iac_code.turns import (
     STOP_STATES,
@@ -77,6 +80,9 @@ from iac_code.turns import (
     until_stop,
 )
 from iac_code.workspace import WorkspaceError, resolve_workspace
+
+if TYPE_CHECKING:
+    from iac_code.push_urls import PushUrlGuard
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 INVALID_ID = "Invalid A2A id: ids are 1-128 characters of letters, digits, '_', '.', ':' or '-'."
@@ -149,9 +155,10 @@ class KernelRequestHandler(DefaultRequestHandler):
 
     def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
                  contexts: ContextRegistry | None = None, permissions: PermissionBroker | None = None,
-                 max_active_turns_per_caller: int = 0,
+                 max_active_turns_per_caller: int = 0, push_guard: PushUrlGuard | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._push_guard = push_guard
         self.turn_ends_in_input_required = turn_ends_in_input_required
         self._contexts = contexts
         self._permissions = permissions
@@ -165,6 +172,17 @@ class KernelRequestHandler(DefaultRequestHandler):
         task_id = _task_id_of(item)
         if task_id and isinstance(store, KernelTaskStore):
             await store.settle((task_id,), context)
+        if task_id and isinstance(self._push_sender, QueueingPushSender):
+            await self._push_sender.flushed(task_id)
+
+    async def _reject_unsafe_push_url(self, url: str) -> None:
+        """The callback URL guard (static rules and every resolved address); its message as ``-32602``."""
+        if self._push_guard is None:
+            return
+        try:
+            await self._push_guard.check(url)
+        except ValueError as exc:
+            raise InvalidParamsError(message=str(exc)) from None
 
     # ------------------------------------------------------------------ messages
 
@@ -313,6 +331,7 @@ class KernelRequestHandler(DefaultRequestHandler):
 
     async def on_create_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
         validate_id(params.task_id)
+        await self._reject_unsafe_push_url(params.url)  # first, even with push off (spec: push.md §1.1)
         return await super().on_create_task_push_notification_config(params, context)
 
     async def on_get_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
@@ -320,8 +339,18 @@ class KernelRequestHandler(DefaultRequestHandler):
         return await super().on_get_task_push_notification_config(params, context)
 
     async def on_list_task_push_notification_configs(self, params: Any, context: ServerCallContext) -> Any:
+        """The caller's configurations of a task by id, ``pageSize`` (default 50) at a time."""
         validate_id(params.task_id)
-        return await super().on_list_task_push_notification_configs(params, context)
+        validate_proto_required_fields(params)
+        if await self.task_store.get(params.task_id, context) is None:  # before the capability check
+            raise TaskNotFoundError
+        store = self._push_config_store
+        if not isinstance(store, EncryptedPushConfigStore) or not self._agent_card.capabilities.push_notifications:
+            return await super().on_list_task_push_notification_configs(params, context)
+        if params.page_size < 0:
+            raise InvalidParamsError(message="pageSize must not be negative")
+        configs, next_token = await store.list_page(params.task_id, context, params.page_size, params.page_token)
+        return ListTaskPushNotificationConfigsResponse(configs=configs, next_page_token=next_token)
 
     async def on_delete_task_push_notification_config(self, params: Any, context: ServerCallContext) -> None:
         validate_id(params.task_id)

@@ -10,4 +10,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.multimodal_parts",
     "iac_code.builtin.iac_tools",
     "iac_code.builtin.offline_runtime",
+    "iac_code.builtin.jwks",
 )
