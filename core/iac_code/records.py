@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -74,13 +75,47 @@ class PushQueueSpec:
 # --------------------------------------------------------------------------- card signing
 
 
+class SigningKeySet(Protocol):
+    """A signer plugin's asymmetric keys: one active private key, older ones published until retired.
+
+    Keys are ``jwcrypto.jwk.JWK`` objects with ``kid`` and ``alg`` set. The Agent Card
+    signer and signed push notifications both sign with :meth:`active_key`; receivers
+    find every key that may still have signed something in :meth:`public_jwks`.
+    """
+
+    def active_key(self) -> Any:
+        """The private key new signatures use (rotated first when ``signing-rotate-days`` says it is due)."""
+        ...
+
+    def public_jwks(self) -> dict[str, Any]:
+        """``{"keys": [...]}``: the public halves of the active key and of retired keys still in their grace period."""
+        ...
+
+    def rotate(self) -> str:
+        """Make a new key active now (the old one enters its grace period); the new ``kid``."""
+        ...
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every stored key without key material: ``kid``, ``alg``, ``status`` (active, retired, expired), times."""
+        ...
+
+
 @dataclass(frozen=True)
 class CardSignerSpec:
-    """Signs the Agent Card (``sign``) and verifies remote cards (``verify``)."""
+    """Signs the served Agent Cards, selected by the ``card-signer`` setting.
+
+    ``create_signer(kernel)`` returns ``sign(card) -> card`` (appends one
+    ``AgentCardSignature`` to the ``AgentCard`` proto, a2a-sdk's signing utility
+    does the JWS) or ``None`` when the plugin is not configured. ``create_key_set``
+    (asymmetric signers) gives the :class:`SigningKeySet` that signed push
+    notifications, ``/.well-known/jwks.json`` and ``iac-code a2a keys`` use; it
+    receives the settings and the persistence directory, so the CLI can build it
+    without a server.
+    """
 
     name: str
-    create_signer: Callable[[Kernel], Callable[[Any], Any]] | None = None
-    create_verifier: Callable[[Kernel], Callable[[Any], Awaitable[bool]]] | None = None
+    create_signer: Callable[[Kernel], Callable[[Any], Any] | None] | None = None
+    create_key_set: Callable[[Any, Path], SigningKeySet] | None = None
     description: str = ""
 
 

@@ -1,0 +1,1 @@
+"""Asymmetric Agent Card signing with rotation and a published JWKS."""
