@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
@@ -172,21 +173,56 @@ class CardDocument:
     last_modified: str
 
 
+CardSigner = Callable[[AgentCard], AgentCard]
+
+
 class CardService:
-    """Holds the live card protos and their served document."""
+    """Holds the live card protos and their served document.
+
+    With a signer (``card-signer``), the public card and the extended card are each
+    signed over their own content; the served document, and so the ``ETag``,
+    includes the signature. A signer with a ``current_kid()`` attribute is asked by
+    :meth:`refresh` whether its key rotated, and the cards are signed again then.
+    """
 
     def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None) -> None:
         self._config = config
         self._started = formatdate(usegmt=True)
-        self.card = build_agent_card(config, interfaces or [])
+        self._interfaces = list(interfaces or [])
+        self._signer: CardSigner | None = None
+        self._signed_kid = ""
+        self.card = build_agent_card(config, self._interfaces)
         self.extended = build_extended_card(self.card, config)
         self.document = self._render()
 
+    def set_signer(self, signer: CardSigner | None) -> None:
+        """Sign the cards with ``signer`` from now on (``None``: unsigned)."""
+        self._signer = signer
+        self._rebuild()
+
     def set_interfaces(self, interfaces: list[InterfaceInfo]) -> None:
         """Replace ``supportedInterfaces`` in place (the request handler shares the protos)."""
-        fresh = build_agent_card(self._config, interfaces)
+        self._interfaces = list(interfaces)
+        self._rebuild()
+
+    def refresh(self) -> bool:
+        """Sign again when the signer's active key changed (a rotation); whether the cards changed."""
+        current = getattr(self._signer, "current_kid", None)
+        if current is None or current() == self._signed_kid:
+            return False
+        self._rebuild()
+        return True
+
+    def _rebuild(self) -> None:
+        fresh = build_agent_card(self._config, self._interfaces)
+        extended = build_extended_card(fresh, self._config)
+        if self._signer is not None and self._interfaces:  # nothing is served before the transports bind
+            current = getattr(self._signer, "current_kid", None)
+            self._signed_kid = current() if current is not None else ""
+            fresh = self._signer(fresh)
+            extended = self._signer(extended)
         self.card.CopyFrom(fresh)
-        self.extended.CopyFrom(build_extended_card(fresh, self._config))
+        self.extended.CopyFrom(extended)
         self.document = self._render()
 
     def as_dict(self) -> dict[str, Any]:

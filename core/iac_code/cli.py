@@ -192,6 +192,51 @@ def push_status(config_path: str, dead: int) -> None:
     click.echo(json.dumps(report, indent=2))
 
 
+@a2a.group("keys")
+def keys() -> None:
+    """The Agent Card signing keys of an asymmetric signer (card-signer: jwks)."""
+
+
+def _key_set(config_path: str) -> Any:
+    raw, plugins = _load_plugins(config_path)
+    config = _load_settings(config_path, raw, plugins, {})
+    name = config.effective_card_signer
+    spec = plugins.card_signers().get(name) if name else None
+    if spec is None or spec.record.create_key_set is None:
+        hint = "" if "jwks" in plugins.card_signers() else " (pip install 'iac-code[a2a-signing]')"
+        raise StartupError(f"No signing keys to manage: set 'card-signer: jwks' in the configuration{hint}.")
+    return spec.record.create_key_set(config, config.resolved_persistence_dir())
+
+
+@keys.command("rotate")
+@click.option("--config", "config_path", default="", help="The server's YAML file.")
+def keys_rotate(config_path: str) -> None:
+    """Make a new signing key active; the old one stays published for its grace period."""
+    try:
+        kid = _key_set(config_path).rotate()
+    except (StartupError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    click.echo(f"Active signing key: {kid}")
+
+
+@keys.command("list")
+@click.option("--config", "config_path", default="", help="The server's YAML file.")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+def keys_list(config_path: str, output: str) -> None:
+    """Every signing key: kid, algorithm, status (active, retired, expired) and times."""
+    try:
+        described = _key_set(config_path).describe()
+    except (StartupError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    if output == "json":
+        click.echo(json.dumps({"keys": described}, indent=2))
+        return
+    for key in described:
+        click.echo("  ".join(str(key.get(field, "")) for field in ("kid", "alg", "status", "createdAt", "retiredAt")))
+
+
 def _issuer(config: Any) -> str:
     return f"http://{config.host}:{config.port}"
 

@@ -186,6 +186,14 @@ class ServerConfig(BaseModel):
         description="Push-notification hosts exempt from the private/loopback/link-local URL screen: host names, "
         "IP addresses or CIDR networks (matched against the URL's host as written; never resolved for the check).")
 
+    card_signer: str = Field(
+        "", description="Agent Card signer plugin: hmac (HS256) or jwks (asymmetric); default hmac when a "
+        "signing secret is set, else unsigned.")
+    signing_secret: str = Field("", description="HS256 Agent Card signing secret (kid 'default').")
+    signing_secrets: dict[str, str] = Field(
+        default_factory=dict, description="HS256 secrets by kid; signing-kid names the one that signs.")
+    signing_kid: str = Field("", description="The kid of signing-secrets that signs (default: the only one).")
+
     agent_runtime: str = Field("offline", description="Agent runtime plugin name.")
     agent_executor: str = Field("", description="An a2a-sdk AgentExecutor as 'package.module:attr'; overrides agent-runtime.")
     agent_card: AgentCardConfig = Field(default_factory=AgentCardConfig, description="Agent Card overrides.")
@@ -242,6 +250,16 @@ class ServerConfig(BaseModel):
             raise ValueError("push-events: a list of event names, or 'all'")
         parse_push_events(value)
         return value
+
+    @field_validator("card_signer")
+    @classmethod
+    def _signer_name(cls, value: str) -> str:
+        return value.strip().lower().replace("_", "-")
+
+    @property
+    def effective_card_signer(self) -> str:
+        """``card-signer``, or ``hmac`` when a signing secret is configured, else ``""`` (unsigned)."""
+        return self.card_signer or ("hmac" if self.signing_secret or self.signing_secrets else "")
 
     @field_validator("push_queue", "push_delivery")
     @classmethod
@@ -301,10 +319,18 @@ def _expand(value: Any) -> Any:
     return value
 
 
+# Settings whose value is a map of data (key ids), not of setting names: their keys stay as written.
+DATA_MAP_KEYS = frozenset({"signing_secrets"})
+
+
 def normalise_keys(value: Any) -> Any:
-    """Spell every mapping key with underscores, recursively."""
+    """Spell every mapping key with underscores, recursively (not inside :data:`DATA_MAP_KEYS` values)."""
     if isinstance(value, dict):
-        return {str(k).replace("-", "_"): normalise_keys(v) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = str(k).replace("-", "_")
+            out[key] = v if key in DATA_MAP_KEYS else normalise_keys(v)
+        return out
     if isinstance(value, list):
         return [normalise_keys(v) for v in value]
     return value

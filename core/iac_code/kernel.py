@@ -18,6 +18,7 @@ from a2a.server.agent_execution import AgentExecutor
 
 from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
+from iac_code.background import spawn
 from iac_code.card import CardService
 from iac_code.config import ServerConfig
 from iac_code.contexts import ContextRegistry
@@ -30,12 +31,15 @@ from iac_code.plugins import Plugins
 from iac_code.push_sender import QueueingPushSender
 from iac_code.push_service import PushService
 from iac_code.push_urls import PushUrlGuard
-from iac_code.records import InterfaceInfo, TransportServer, TransportSpec
+from iac_code.records import InterfaceInfo, SigningKeySet, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
 from iac_code.storage import SnapshotWriter, sweep_temp_files
 from iac_code.task_store import KernelTaskStore
 
 logger = logging.getLogger(__name__)
+
+# How often a rotated signing key is looked for (the card is signed again only when it changed).
+CARD_REFRESH_SECONDS = 5.0
 
 def load_executor(reference: str) -> AgentExecutor:
     """Import ``package.module:attr`` and return an ``AgentExecutor`` instance.
@@ -110,6 +114,41 @@ class Kernel:
         self.push: PushService | None = None
         self._push_sender: QueueingPushSender | None = None
         self.interfaces: list[InterfaceInfo] = []
+        self.signing_keys: SigningKeySet | None = None
+        self._card_refresher: asyncio.Task[None] | None = None
+        self.cards.set_signer(self._card_signer())
+
+    def _card_signer(self) -> Any:
+        """The configured card signer (``card-signer``) and its key set, through the signer hook."""
+        name = self.config.effective_card_signer
+        if not name:
+            return None
+        signers = self.plugins.card_signers()
+        if name not in signers:
+            hint = " Install iac-code[a2a-signing]." if name == "jwks" else ""
+            raise StartupError(f"card-signer {name!r} is not installed.{hint}")
+        spec = signers[name].record
+        if spec.create_key_set is not None:
+            self.signing_keys = spec.create_key_set(self.config, self.state_dir)
+        return spec.create_signer(self) if spec.create_signer is not None else None
+
+    def public_jwks(self) -> dict[str, Any]:
+        """The public keys receivers verify our signatures with (card signing keys, push signing key)."""
+        keys: list[dict[str, Any]] = []
+        if self.signing_keys is not None:
+            keys += self.signing_keys.public_jwks()["keys"]
+        if self.push is not None:
+            keys += [k for k in self.push.public_jwks()["keys"] if k not in keys]
+        return {"keys": keys}
+
+    async def _refresh_card(self) -> None:
+        while True:
+            await asyncio.sleep(CARD_REFRESH_SECONDS)
+            try:
+                if self.cards.refresh():
+                    logger.info("Agent Card signed again with the rotated key")
+            except Exception:
+                logger.exception("Signing the Agent Card again failed")
 
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
@@ -182,6 +221,8 @@ class Kernel:
             raise
         self.interfaces = interfaces
         self.cards.set_interfaces(self.interfaces)
+        if self.signing_keys is not None:
+            self._card_refresher = spawn(self._refresh_card(), name="card-refresh")
         try:
             await self._start_push()
         except BaseException:
@@ -196,7 +237,7 @@ class Kernel:
             if allowed:
                 logger.warning("push-allowed-hosts is set but push-notifications is off: it has no effect")
             return
-        self.push = PushService(self.config, self.plugins, self.state_dir)
+        self.push = PushService(self.config, self.plugins, self.state_dir, key_set=self.signing_keys)
         issuer = self.interfaces[0].url if self.interfaces else "iac-code"
         await self.push.start(deliver=self.config.push_delivery == "server", issuer=issuer)
         if allowed:
@@ -205,6 +246,9 @@ class Kernel:
 
     async def stop(self) -> None:
         """Stop the transports, then drain the running turns and the pushes they queued."""
+        if self._card_refresher is not None:
+            self._card_refresher.cancel()
+            self._card_refresher = None
         await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()

@@ -27,7 +27,7 @@ import re
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 
     from iac_code.push_configs import EncryptedPushConfigStore
-    from iac_code.push_signing import NotificationSigner
     from iac_code.push_urls import PushUrlGuard
 
 logger = logging.getLogger(__name__)
@@ -78,6 +77,13 @@ class DeliverySettings:
         """Backoff before attempt ``attempt + 1`` (``attempt`` ≥ 1): base × 2^(n−1), capped, ±20 % jitter."""
         base = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
         return base * random.uniform(0.8, 1.2)
+
+
+class NotificationSigning(Protocol):
+    """What signs a notification (``X-A2A-Notification-Signature``)."""
+
+    def sign(self, *, issuer: str, audience: str, job_id: str, task_id: str) -> str:
+        ...
 
 
 class DeliveryError(Exception):
@@ -152,7 +158,7 @@ class PushDeliveryWorker:
     """Claims jobs and delivers them, ``concurrency`` at a time; start with :meth:`start`, end with :meth:`stop`."""
 
     def __init__(self, queue: PushQueue, store: EncryptedPushConfigStore, guard: PushUrlGuard,
-                 settings: DeliverySettings, signer: NotificationSigner | None = None) -> None:
+                 settings: DeliverySettings, signer: NotificationSigning | None = None) -> None:
         self.queue = queue
         self.store = store
         self.guard = guard

@@ -8,6 +8,7 @@ queue and rules.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from iac_code.config import ServerConfig
     from iac_code.plugins import Plugins
     from iac_code.push_signing import NotificationSigner
+    from iac_code.records import SigningKeySet
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +33,8 @@ INSTALL_HINT = {"local-file": "iac-code[a2a]", "redis-streams": "iac-code[a2a-re
 class PushService:
     """The push parts of one process; :meth:`start` opens the queue (and the worker, when asked)."""
 
-    def __init__(self, config: ServerConfig, plugins: Plugins, state_dir: Path) -> None:
+    def __init__(self, config: ServerConfig, plugins: Plugins, state_dir: Path, *,
+                 key_set: SigningKeySet | None = None) -> None:
         self.config = config
         self.state_dir = state_dir
         try:
@@ -45,20 +48,24 @@ class PushService:
         self.guard = PushUrlGuard(config.push_allowed_hosts)
         self.queue = _create_queue(config, plugins, QueueContext(config=config, codec=JobCipher(self.keyring),
                                                                  state_dir=state_dir))
-        self.signer: NotificationSigner | None = None
+        self.key_set = key_set
+        self.signer: KeySetSigner | None = None
         if config.push_signing:
-            from iac_code.push_signing import NotificationSigner, load_or_create_signing_key
+            if key_set is None:  # no signer plugin's keys: our own key, created once, owner-only
+                from iac_code.push_signing import load_or_create_signing_key, public_jwks
 
-            self.signer = NotificationSigner(load_or_create_signing_key(state_dir))
+                key = load_or_create_signing_key(state_dir)
+                self._own_jwks = public_jwks([key])
+                self.signer = KeySetSigner(lambda: key)
+            else:
+                self.signer = KeySetSigner(key_set.active_key)
         self.worker: PushDeliveryWorker | None = None
 
     def public_jwks(self) -> dict[str, Any]:
         """The JWKS a receiver verifies signed notifications with (empty without ``push-signing``)."""
         if self.signer is None:
             return {"keys": []}
-        from iac_code.push_signing import public_jwks
-
-        return public_jwks([self.signer.key])
+        return self.key_set.public_jwks() if self.key_set is not None else self._own_jwks
 
     async def start(self, *, deliver: bool, issuer: str = "") -> None:
         """Open the queue; with ``deliver``, also start a delivery worker on it."""
@@ -78,6 +85,24 @@ class PushService:
             await self.worker.stop()
             self.worker = None
         await self.queue.close()
+
+
+class KeySetSigner:
+    """Signs notifications with whatever key is active now (a key set rotates)."""
+
+    def __init__(self, active_key: Callable[[], Any]) -> None:
+        self._active_key = active_key
+        self._signers: dict[str, NotificationSigner] = {}
+
+    def sign(self, *, issuer: str, audience: str, job_id: str, task_id: str) -> str:
+        from iac_code.push_signing import NotificationSigner, key_id
+
+        key = self._active_key()
+        kid = key_id(key)
+        signer = self._signers.get(kid)
+        if signer is None:
+            self._signers = {kid: (signer := NotificationSigner(key))}
+        return signer.sign(issuer=issuer, audience=audience, job_id=job_id, task_id=task_id)
 
 
 def _create_queue(config: ServerConfig, plugins: Plugins, context: QueueContext) -> PushQueue:

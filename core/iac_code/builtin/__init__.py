@@ -11,4 +11,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.iac_tools",
     "iac_code.builtin.offline_runtime",
     "iac_code.builtin.jwks",
+    "iac_code.builtin.hmac_signer",
 )

@@ -1,12 +1,13 @@
 """Built-in plugin: the server's public signing keys at ``/.well-known/jwks.json``.
 
-Receivers of signed push notifications (``push-signing: true``) fetch the keys
-here to check the ``X-A2A-Notification-Signature`` JWT. Public keys only, no
-authentication: they reveal nothing.
+Verifiers of the Agent Card (``card-signer: jwks``) and receivers of signed push
+notifications (``push-signing: true``) fetch the keys here. Public keys only,
+behind the same authentication rule as the Agent Card.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -19,16 +20,22 @@ if TYPE_CHECKING:
     from iac_code.kernel import Kernel
 
 JWKS_PATH = "/.well-known/jwks.json"
+# Short enough that a rotated key is fetched well within a retired key's grace period.
+MAX_AGE = 300
 
 
 @hookimpl
 def iac_code_http_routes(kernel: Kernel | None) -> list[HttpRouteSpec]:
-    if kernel is None or not kernel.config.push_signing:
+    if kernel is None or not (kernel.config.push_signing or kernel.signing_keys is not None):
         return []
 
-    async def jwks(_request: web.Request) -> web.Response:
-        keys = kernel.push.public_jwks() if kernel is not None and kernel.push is not None else {"keys": []}
-        return web.Response(body=jsonio.dumps(keys), content_type="application/json",
-                            headers={"Cache-Control": "public, max-age=300"})
+    async def jwks(request: web.Request) -> web.Response:
+        assert kernel is not None
+        body = jsonio.dumps(kernel.public_jwks())
+        etag = f'"sha256-{hashlib.sha256(body).hexdigest()}"'
+        headers = {"Cache-Control": f"public, max-age={MAX_AGE}", "ETag": etag}
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, content_type="application/json", headers=headers)
 
-    return [HttpRouteSpec("GET", JWKS_PATH, jwks, auth=False, name="jwks")]
+    return [HttpRouteSpec("GET", JWKS_PATH, jwks, name="jwks")]
