@@ -524,3 +524,13 @@ async def test_the_key_rotation_command_keeps_old_secrets_readable(tmp_path: Pat
                "params": {"taskId": task_id, "id": "old"}}
         async with http.post(server.url, json=get, headers=A2A_HEADERS) as r:
             assert (await r.json())["result"]["token"] == TOKEN
+
+
+async def test_a_queue_whose_plugin_is_not_installed_names_the_extra() -> None:
+    from iac_code.errors import StartupError
+
+    settings = {"push-notifications": True, "push-queue": "redis-streams", "disabled-plugins": ["push-redis"]}
+    with pytest.raises(StartupError, match=r"^Redis-backed A2A push delivery requires optional dependencies\. "
+                                           r"Install iac-code\[a2a-redis\]\.$"):
+        async with start_server(settings):
+            pass

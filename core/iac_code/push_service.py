@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = {"local-file": "iac-code[a2a]", "redis-streams": "iac-code[a2a-redis]"}
+# What to say when the selected queue's plugin is not installed (the redis text is the product's).
+MISSING_QUEUE = {
+    "local-file": "push-queue 'local-file' is not installed. Install iac-code[a2a].",
+    "redis-streams": "Redis-backed A2A push delivery requires optional dependencies. Install iac-code[a2a-redis].",
+}
 
 
 class PushService:
@@ -109,7 +113,7 @@ def _create_queue(config: ServerConfig, plugins: Plugins, context: QueueContext)
     name = config.push_queue
     queues = plugins.push_queues()
     if name not in queues:
-        if name in INSTALL_HINT:
-            raise StartupError(f"push-queue {name!r} is not installed. Install {INSTALL_HINT[name]}.")
+        if name in MISSING_QUEUE:
+            raise StartupError(MISSING_QUEUE[name])
         raise StartupError("--push-queue must be local-file or redis-streams.")
     return queues[name].record.create(context)
