@@ -216,6 +216,9 @@ class ServerConfig(BaseModel):
     task_cache_size: int = Field(
         1000, gt=0, description="Whole tasks kept in memory; older ones are read back from their snapshots.")
     permission_audit_log: str = Field("", description="Audit log file (default <persistence-dir>/audit/permissions.jsonl).")
+    shutdown_grace_seconds: float = Field(
+        10.0, ge=0, description="Seconds in-flight requests of a closing connection or server get before they "
+        "are cancelled.")
     tracing: bool = Field(False, description="Keep a2a-sdk's OpenTelemetry spans (off by default: they cost throughput).")
 
     # Not a configuration key: the file these settings were read from (set by load_config),

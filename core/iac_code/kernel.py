@@ -116,6 +116,7 @@ class Kernel:
         self.interfaces: list[InterfaceInfo] = []
         self.signing_keys: SigningKeySet | None = None
         self._card_refresher: asyncio.Task[None] | None = None
+        self._stop_event: asyncio.Event | None = None
         self.cards.set_signer(self._card_signer())
 
     def _card_signer(self) -> Any:
@@ -270,9 +271,15 @@ class Kernel:
             except Exception:
                 logger.exception("Transport failed to stop cleanly")
 
+    def request_stop(self) -> None:
+        """Ask :meth:`serve_forever` to stop (a transport whose channel ended, e.g. stdin at EOF)."""
+        if self._stop_event is not None:
+            self._stop_event.set()
+
     async def serve_forever(self, stop: asyncio.Event | None = None) -> None:
-        """Start, log where we listen, and run until ``stop`` is set."""
+        """Start, log where we listen, and run until ``stop`` is set (or :meth:`request_stop`)."""
         stop = stop or asyncio.Event()
+        self._stop_event = stop
         interfaces = await self.start()
         for i in interfaces:
             logger.info("iac-code A2A server listening: %s (%s)", i.url, i.protocol_binding)

@@ -29,12 +29,23 @@ class GrpcTransportConfig(BaseModel):
     grpc_tls_key: str = Field("", description="PEM private key file of grpc-tls-cert.")
     grpc_insecure: bool = Field(
         False, description="Allow plaintext gRPC on a non-loopback grpc-host (logged as a warning).")
+    grpc_jsonrpc_port: int | None = Field(
+        None, ge=0, le=65535, description=(
+            "gRPC JSON-RPC envelope (grpc-jsonrpc) bind port; unset: grpc-port, or 50052 when the official "
+            "grpc transport is configured too (0 picks a free one)."))
 
     @field_validator("grpc_port", mode="before")
     @classmethod
     def _port_not_bool(cls, value: Any) -> Any:
         if isinstance(value, bool):  # pydantic would read true as 1
             raise ValueError(f"'grpc-port': must be a port number, not {value}")
+        return value
+
+    @field_validator("grpc_jsonrpc_port", mode="before")
+    @classmethod
+    def _jsonrpc_port_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"'grpc-jsonrpc-port': must be a port number, not {value}")
         return value
 
 
@@ -46,6 +57,15 @@ def create_transport(kernel: Kernel) -> TransportServer:
     return GrpcTransport(kernel)
 
 
+def create_jsonrpc_transport(kernel: Kernel) -> TransportServer:
+    """The ``grpc-jsonrpc`` transport (JSON-RPC objects in ``JsonRpcEnvelope`` messages)."""
+    try:
+        from iac_code_transport_grpc.jsonrpc_envelope import GrpcJsonRpcTransport
+    except ImportError:
+        raise StartupError(MISSING_DEPENDENCIES) from None
+    return GrpcJsonRpcTransport(kernel)
+
+
 @hookimpl
 def iac_code_transports() -> list[TransportSpec]:
     return [TransportSpec(
@@ -53,6 +73,11 @@ def iac_code_transports() -> list[TransportSpec]:
         aliases=("grpcs",),
         create=create_transport,
         description="Official A2A gRPC binding (lf.a2a.v1.A2AService, grpcio asyncio server).",
+    ), TransportSpec(
+        name="grpc-jsonrpc",
+        aliases=("grpc+jsonrpc",),
+        create=create_jsonrpc_transport,
+        description="JSON-RPC envelopes over gRPC (iac_code.a2a.transports.proto.A2AJsonRpc).",
     )]
 
 

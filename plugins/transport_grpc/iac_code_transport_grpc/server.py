@@ -252,6 +252,27 @@ def _read_pem(key: str, path: str) -> bytes:
         raise StartupError(f"Cannot read the '{key}' file: {exc.strerror or type(exc).__name__}.") from None
 
 
+def server_credentials(config: Any, host: str) -> grpc.ServerCredentials | None:
+    """TLS credentials from ``grpc-tls-cert``/``grpc-tls-key``; ``None`` for plaintext, refused on a
+    non-loopback ``host`` unless ``grpc-insecure`` is set (shared by every gRPC transport)."""
+    cert = str(getattr(config, "grpc_tls_cert", "") or "")
+    key = str(getattr(config, "grpc_tls_key", "") or "")
+    if bool(cert) != bool(key):
+        raise StartupError("gRPC TLS needs both 'grpc-tls-cert' and 'grpc-tls-key'; only one is set.")
+    if cert:
+        chain, private_key = _read_pem("grpc-tls-cert", cert), _read_pem("grpc-tls-key", key)
+        if b"-----BEGIN" not in chain or b"-----BEGIN" not in private_key:
+            raise StartupError("'grpc-tls-cert' and 'grpc-tls-key' must be PEM files.")
+        return grpc.ssl_server_credentials([(private_key, chain)])
+    if not is_loopback(host):
+        if not getattr(config, "grpc_insecure", False):
+            raise StartupError(
+                f"gRPC would serve plaintext on the non-loopback address {host!r}: set 'grpc-tls-cert' and "
+                "'grpc-tls-key', or 'grpc-insecure: true' to allow it.")
+        logger.warning("grpc-insecure: serving gRPC without TLS on the non-loopback address %s", host)
+    return None
+
+
 class GrpcTransport:
     """Serves the kernel over the official A2A gRPC binding; one instance per running server."""
 
@@ -260,23 +281,7 @@ class GrpcTransport:
         self._server: aio.Server | None = None
 
     def _credentials(self, host: str) -> grpc.ServerCredentials | None:
-        config = self.kernel.config
-        cert = str(getattr(config, "grpc_tls_cert", "") or "")
-        key = str(getattr(config, "grpc_tls_key", "") or "")
-        if bool(cert) != bool(key):
-            raise StartupError("gRPC TLS needs both 'grpc-tls-cert' and 'grpc-tls-key'; only one is set.")
-        if cert:
-            chain, private_key = _read_pem("grpc-tls-cert", cert), _read_pem("grpc-tls-key", key)
-            if b"-----BEGIN" not in chain or b"-----BEGIN" not in private_key:
-                raise StartupError("'grpc-tls-cert' and 'grpc-tls-key' must be PEM files.")
-            return grpc.ssl_server_credentials([(private_key, chain)])
-        if not is_loopback(host):
-            if not getattr(config, "grpc_insecure", False):
-                raise StartupError(
-                    f"gRPC would serve plaintext on the non-loopback address {host!r}: set 'grpc-tls-cert' and "
-                    "'grpc-tls-key', or 'grpc-insecure: true' to allow it.")
-            logger.warning("grpc-insecure: serving gRPC without TLS on the non-loopback address %s", host)
-        return None
+        return server_credentials(self.kernel.config, host)
 
     async def start(self) -> list[InterfaceInfo]:
         config = self.kernel.config
