@@ -1,0 +1,1 @@
+"""Redis Streams JSON-RPC transport."""

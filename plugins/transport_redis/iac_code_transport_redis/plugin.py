@@ -1,0 +1,67 @@
+"""Plugin registration: the ``redis-streams`` transport and its configuration keys."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from iac_code.errors import StartupError
+from iac_code.hookspecs import hookimpl
+from iac_code.records import TransportSpec
+
+if TYPE_CHECKING:
+    from iac_code.kernel import Kernel
+    from iac_code.records import TransportServer
+
+MISSING_DEPENDENCIES = "Redis Streams A2A transport requires optional dependencies. Install iac-code[a2a-redis]."
+MISSING_URL = "redis-url is required in --config for --transport redis-streams."
+
+
+class RedisTransportConfig(BaseModel):
+    """Keys the Redis Streams transport adds to the configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    redis_url: str = Field(
+        "", description="Redis URL (redis://, rediss:// or unix://) of the request and response streams; "
+                        "required with --transport redis-streams. Its credentials are never logged or advertised.")
+    request_stream: str = Field("iac-code:a2a:requests", description="Stream the server reads JSON-RPC requests from.")
+    response_stream: str = Field(
+        "iac-code:a2a:responses", description="Stream answers go to when a request names no reply_stream.")
+    consumer_group: str = Field("iac-code", description="Consumer group every server process reads requests through.")
+    consumer_name: str = Field(
+        "", description="This process's consumer name in the group (default: consumer-<12 random hex>).")
+    redis_lease_timeout_ms: int = Field(
+        60000, ge=1, description="A request pending this long on a consumer that stopped renewing it "
+                                 "(a dead server) is claimed and served by another.")
+    redis_stream_maxlen: int = Field(
+        10000, ge=1, description="Response streams are capped near this many entries (XADD MAXLEN ~); "
+                                 "request entries are deleted once handled.")
+    redis_concurrency: int = Field(64, ge=1, description="Requests one server process serves at once.")
+
+
+def create_transport(kernel: Kernel) -> TransportServer:
+    """Build the Redis Streams transport for ``kernel`` (the URL is checked before anything is imported)."""
+    if not str(getattr(kernel.config, "redis_url", "") or "").strip():
+        raise StartupError(MISSING_URL)
+    try:
+        from iac_code_transport_redis.server import RedisStreamsTransport
+    except ImportError:
+        raise StartupError(MISSING_DEPENDENCIES) from None
+    return RedisStreamsTransport(kernel)
+
+
+@hookimpl
+def iac_code_transports() -> list[TransportSpec]:
+    return [TransportSpec(
+        name="redis-streams",
+        aliases=("redis", "redis-stream"),
+        create=create_transport,
+        description="JSON-RPC over Redis Streams (consumer group on the request stream, one reply stream per client).",
+    )]
+
+
+@hookimpl
+def iac_code_config_model() -> type[BaseModel]:
+    return RedisTransportConfig
