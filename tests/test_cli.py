@@ -62,7 +62,7 @@ def site(tmp_path: Path) -> Path:
     site.mkdir()
     _install(site, "thirdparty-plugin", "1.2.3", {"thirdparty": "thirdparty_plugin"},
              {"thirdparty_plugin": THIRD_PARTY})
-    _install(site, "broken-plugin", "0.0.1", {"broken": "broken_plugin", "websocket": "broken_ws"},
+    _install(site, "broken-plugin", "0.0.1", {"broken": "broken_plugin", "broken-ws": "broken_ws"},
              {"broken_plugin": "raise ImportError('needs libfoo')\n",
               "broken_ws": "import no_such_dependency_xyz\n"})
     return site
@@ -133,7 +133,7 @@ async def test_plugins_list_table_and_json(site: Path) -> None:
     assert plugins["http"]["hooks"] == ["iac_code_config_model", "iac_code_transports"]
     assert plugins["offline-runtime"]["kind"] == "built-in"
     assert plugins["broken"]["status"] == "failed"
-    assert plugins["websocket"]["reason"].startswith("ModuleNotFoundError")
+    assert plugins["broken-ws"]["reason"].startswith("ModuleNotFoundError")
 
 
 async def test_blocked_plugin_is_listed_as_blocked(site: Path, tmp_path: Path) -> None:
@@ -227,10 +227,10 @@ async def test_missing_transport_plugin_names_the_extra(tmp_path: Path) -> None:
 
 
 async def test_failed_plugin_needed_by_config_stops_startup(site: Path) -> None:
-    code, _, err = await run("a2a", "--transport", "websocket", env=_env(site))
+    code, _, err = await run("a2a", "--transport", "broken-ws", env=_env(site))
     assert code == 1
     lines = err.strip().splitlines()
-    assert "Plugin 'websocket'" in lines[-1] and "failed to load" in lines[-1] and "pip install" in lines[-1]
+    assert "Plugin 'broken-ws'" in lines[-1] and "failed to load" in lines[-1] and "pip install" in lines[-1]
     assert "Traceback" not in err
 
 

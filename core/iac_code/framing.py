@@ -25,11 +25,14 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from iac_code import jsonio
-from iac_code.dispatcher import CallInfo
+from iac_code.compat03 import STREAMING_METHODS as STREAMING_METHODS_03
+from iac_code.dispatcher import STREAMING_METHODS, CallInfo
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
 
+# Methods whose answer is a stream: the A2A 1.0 names and their 0.3 spellings.
+STREAM_METHODS = STREAMING_METHODS | STREAMING_METHODS_03
 HEADERS_MEMBER = "headers"
 UNAUTHORIZED = {"code": -32000, "message": "Unauthorized"}
 TOO_LARGE = {"code": -32600, "message": "Request payload too large"}

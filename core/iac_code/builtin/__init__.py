@@ -12,4 +12,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.offline_runtime",
     "iac_code.builtin.jwks",
     "iac_code.builtin.hmac_signer",
+    "iac_code.builtin.stdio_transport",
 )

@@ -27,9 +27,17 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc import aio
 
-from iac_code.dispatcher import STREAMING_METHODS
 from iac_code.errors import StartupError
-from iac_code.framing import UNAUTHORIZED, decode_frame, dumps, error_response, final_marker, request_id_of, serve_frame
+from iac_code.framing import (
+    STREAM_METHODS,
+    UNAUTHORIZED,
+    decode_frame,
+    dumps,
+    error_response,
+    final_marker,
+    request_id_of,
+    serve_frame,
+)
 from iac_code.records import InterfaceInfo
 from iac_code_transport_grpc.a2a_jsonrpc_bindings import JsonRpcEnvelope, generic_handler
 from iac_code_transport_grpc.server import (
@@ -67,7 +75,7 @@ def peek(payload: bytes, limit: int) -> tuple[Any, bool]:
     frame, ok = decode_frame(payload)
     if not ok or not isinstance(frame, dict):
         return None, False
-    return request_id_of(frame), frame.get("method") in STREAMING_METHODS
+    return request_id_of(frame), frame.get("method") in STREAM_METHODS
 
 
 def jsonrpc_port(kernel: Kernel) -> int:

@@ -33,6 +33,11 @@ class HttpTransportConfig(BaseModel):
         description="Seconds to receive a request's whole body once its headers are in (then 408).")
     http_max_connections: int = Field(
         1024, ge=1, description="Open client connections (SSE streams included); past it new ones get 503.")
+    ws_path: str = Field("/a2a", pattern=r"^/", description="Path of the WebSocket route (websocket transport).")
+    ws_heartbeat_seconds: float = Field(
+        30.0, gt=0, allow_inf_nan=False,
+        description="Interval of WebSocket pings (websocket transport); a peer that does not answer is closed.")
+    socket_path: str = Field("", description="Path of the Unix domain socket (required for --transport unix).")
 
     @field_validator("http_header_timeout", "http_keepalive_timeout", "http_body_timeout", "http_max_connections",
                      mode="before")
@@ -49,6 +54,18 @@ def create_transport(kernel: Kernel) -> TransportServer:
     return HttpTransport(kernel)
 
 
+def create_websocket_transport(kernel: Kernel) -> TransportServer:
+    from iac_code_transport_http.websocket import WebSocketTransport
+
+    return WebSocketTransport(kernel)
+
+
+def create_unix_transport(kernel: Kernel) -> TransportServer:
+    from iac_code_transport_http.unix import UnixTransport
+
+    return UnixTransport(kernel)
+
+
 @hookimpl
 def iac_code_transports() -> list[TransportSpec]:
     return [TransportSpec(
@@ -56,6 +73,15 @@ def iac_code_transports() -> list[TransportSpec]:
         aliases=("jsonrpc", "json-rpc", "http+jsonrpc", "http-jsonrpc", "https"),
         create=create_transport,
         description="JSON-RPC 2.0 over HTTP with SSE streaming (aiohttp).",
+    ), TransportSpec(
+        name="websocket",
+        aliases=("ws", "wss"),
+        create=create_websocket_transport,
+        description="JSON-RPC 2.0 over WebSocket text frames, multiplexed (aiohttp).",
+    ), TransportSpec(
+        name="unix",
+        create=create_unix_transport,
+        description="Newline-delimited JSON-RPC on a Unix domain socket (concurrent requests).",
     )]
 
 
