@@ -117,13 +117,18 @@ async def serving(transport: str, tmp: Path, settings: dict[str, Any] | None = N
             _FACTORIES.pop(id(client), None)
             await client.aclose()
     if transport == "redis-streams":
-        import redis
+        drop_keys(prefix)
 
-        r = redis.Redis.from_url(redis_url())
-        keys = list(r.scan_iter(f"{prefix}*"))
-        if keys:
-            r.delete(*keys)
-        r.close()
+
+def drop_keys(prefix: str) -> None:
+    """Delete the test's Redis keys."""
+    import redis
+
+    r = redis.Redis.from_url(redis_url())
+    keys = list(r.scan_iter(f"{prefix}*"))
+    if keys:
+        r.delete(*keys)
+    r.close()
 
 
 _FACTORIES: dict[int, Any] = {}
@@ -334,10 +339,4 @@ async def test_the_server_stops_cleanly_on_a_signal(transport: str, sig: int, tm
             proc.kill()
             await proc.wait()
         if transport == "redis-streams":
-            import redis
-
-            r = redis.Redis.from_url(redis_url())
-            keys = list(r.scan_iter(f"{prefix}*"))
-            if keys:
-                r.delete(*keys)
-            r.close()
+            drop_keys(prefix)

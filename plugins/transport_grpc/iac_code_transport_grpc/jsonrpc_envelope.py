@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc import aio
 
-from iac_code.errors import StartupError
 from iac_code.framing import (
     STREAM_METHODS,
     UNAUTHORIZED,
@@ -44,6 +43,7 @@ from iac_code_transport_grpc.server import (
     STOP_GRACE_SECONDS,
     UNAUTHENTICATED_TEXT,
     _address_host,
+    bind_and_start,
     read_metadata,
     server_credentials,
 )
@@ -172,16 +172,7 @@ class GrpcJsonRpcTransport:
         ])
         service = JsonRpcEnvelopeService(self.kernel)
         server.add_generic_rpc_handlers((generic_handler(service.send, service.stream),))
-        address = f"{_address_host(host)}:{port}"
-        try:
-            bound = (server.add_secure_port(address, credentials) if credentials is not None
-                     else server.add_insecure_port(address))
-        except RuntimeError:
-            bound = 0
-        if not bound:
-            await server.stop(None)
-            raise StartupError(f"Cannot bind the gRPC JSON-RPC transport to {address}.")
-        await server.start()
+        bound = await bind_and_start(server, host, port, credentials, "gRPC JSON-RPC transport")
         self._server = server
         logger.info("gRPC JSON-RPC transport bound to %s:%s (%s)", host, bound, "TLS" if credentials else "plaintext")
         return [InterfaceInfo(url=f"{SCHEME}://{_address_host(host)}:{bound}", protocol_binding=PROTOCOL_BINDING)]

@@ -273,6 +273,25 @@ def server_credentials(config: Any, host: str) -> grpc.ServerCredentials | None:
     return None
 
 
+async def bind_and_start(server: aio.Server, host: str, port: int, credentials: grpc.ServerCredentials | None,
+                         what: str) -> int:
+    """Bind ``server`` to ``host:port`` (TLS with ``credentials``) and start it; the bound port.
+
+    A port that cannot be bound stops start-up with one line naming ``what`` and the address.
+    """
+    address = f"{_address_host(host)}:{port}"
+    try:
+        bound = (server.add_secure_port(address, credentials) if credentials is not None
+                 else server.add_insecure_port(address))
+    except RuntimeError:
+        bound = 0
+    if not bound:
+        await server.stop(None)
+        raise StartupError(f"Cannot bind the {what} to {address}.")
+    await server.start()
+    return int(bound)
+
+
 class GrpcTransport:
     """Serves the kernel over the official A2A gRPC binding; one instance per running server."""
 
@@ -293,16 +312,7 @@ class GrpcTransport:
             ("grpc.so_reuseport", 0),  # a port in use is a start-up error, not a shared listener
         ])
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(KernelGrpcHandler(self.kernel), server)
-        address = f"{_address_host(host)}:{port}"
-        try:
-            bound = (server.add_secure_port(address, credentials) if credentials is not None
-                     else server.add_insecure_port(address))
-        except RuntimeError:
-            bound = 0
-        if not bound:
-            await server.stop(None)
-            raise StartupError(f"Cannot bind the gRPC transport to {address}.")
-        await server.start()
+        bound = await bind_and_start(server, host, port, credentials, "gRPC transport")
         self._server = server
         logger.info("gRPC transport bound to %s:%s (%s)", host, bound, "TLS" if credentials else "plaintext")
         return [InterfaceInfo(url=f"{_address_host(host)}:{bound}", protocol_binding=PROTOCOL_BINDING,

@@ -71,6 +71,14 @@ class ConnectionLimits:
     body_timeout: float = 30.0
     max_connections: int = 1024
 
+    @classmethod
+    def of(cls, config: Any) -> ConnectionLimits:
+        """The ``http-*`` settings of ``config`` (the defaults where a key is absent)."""
+        return cls(header_timeout=float(getattr(config, "http_header_timeout", 10.0)),
+                   keepalive_timeout=float(getattr(config, "http_keepalive_timeout", 75.0)),
+                   body_timeout=float(getattr(config, "http_body_timeout", 30.0)),
+                   max_connections=int(getattr(config, "http_max_connections", 1024)))
+
 
 class RateLimitedLog:
     """Logs at most ``burst`` lines per ``interval`` seconds; the lines past that are counted and

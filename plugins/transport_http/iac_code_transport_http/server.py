@@ -183,12 +183,7 @@ class HttpTransport:
         self._ping_seconds = float(getattr(config, "sse_ping_seconds", 15.0))
         self._public_url = str(getattr(config, "public_url", "") or "")
         self._public_paths = {"/health"}
-        self._limits = ConnectionLimits(
-            header_timeout=float(getattr(config, "http_header_timeout", 10.0)),
-            keepalive_timeout=float(getattr(config, "http_keepalive_timeout", 75.0)),
-            body_timeout=float(getattr(config, "http_body_timeout", 30.0)),
-            max_connections=int(getattr(config, "http_max_connections", 1024)),
-        )
+        self._limits = ConnectionLimits.of(config)
         self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
         self._rest_resources: set[Any] = set()

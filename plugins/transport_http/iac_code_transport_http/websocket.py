@@ -201,12 +201,7 @@ class WebSocketTransport:
         self.path = str(getattr(config, "ws_path", "/a2a") or "/a2a")
         self.heartbeat = float(getattr(config, "ws_heartbeat_seconds", 30.0))
         self._max_message = max(self.max_request_bytes * SLACK_FACTOR, self.max_request_bytes + MIN_SLACK)
-        self._limits = ConnectionLimits(
-            header_timeout=float(getattr(config, "http_header_timeout", 10.0)),
-            keepalive_timeout=float(getattr(config, "http_keepalive_timeout", 75.0)),
-            body_timeout=float(getattr(config, "http_body_timeout", 30.0)),
-            max_connections=int(getattr(config, "http_max_connections", 1024)),
-        )
+        self._limits = ConnectionLimits.of(config)
         self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
         self.connections: set[_Connection] = set()
