@@ -534,3 +534,19 @@ async def test_a_queue_whose_plugin_is_not_installed_names_the_extra() -> None:
                                            r"Install iac-code\[a2a-redis\]\.$"):
         async with start_server(settings):
             pass
+
+
+async def test_storing_a_config_looks_the_name_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One screening per call: the second answer (private) would refuse a second look-up.
+    async with start_server({"push-notifications": True}) as server, aiohttp.ClientSession() as http:
+        body = send_message_body("hello", message_id=uuid.uuid4().hex)
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            task_id = (await r.json())["result"]["task"]["id"]
+        _fake_dns(monkeypatch, {"once.example.test": [["93.184.216.34"], ["127.0.0.1"]]})
+        create = {"jsonrpc": "2.0", "id": 2, "method": "CreateTaskPushNotificationConfig",
+                  "params": {"taskId": task_id, "id": "h", "url": "https://once.example.test/hook"}}
+        async with http.post(server.url, json=create, headers=A2A_HEADERS) as r:
+            assert (await r.json())["result"]["id"] == "h"
+        async with http.post(server.url, json={**create, "id": 3}, headers=A2A_HEADERS) as r:
+            refused = (await r.json())["error"]  # the next call looks it up again, and now it is private
+        assert refused["message"] == "A2A push callback URL must not resolve to private or local hosts"

@@ -22,6 +22,7 @@ Two kernel additions:
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
@@ -85,6 +86,9 @@ if TYPE_CHECKING:
     from iac_code.push_urls import PushUrlGuard
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# The push URL this call already screened (one DNS look-up per CreateTaskPushNotificationConfig).
+_CHECKED_PUSH_URL: contextvars.ContextVar[str | None] = contextvars.ContextVar("iac_code_checked_push_url",
+                                                                              default=None)
 INVALID_ID = "Invalid A2A id: ids are 1-128 characters of letters, digits, '_', '.', ':' or '-'."
 
 
@@ -177,7 +181,7 @@ class KernelRequestHandler(DefaultRequestHandler):
 
     async def _reject_unsafe_push_url(self, url: str) -> None:
         """The callback URL guard (static rules and every resolved address); its message as ``-32602``."""
-        if self._push_guard is None:
+        if self._push_guard is None or _CHECKED_PUSH_URL.get() == url:
             return
         try:
             await self._push_guard.check(url)
@@ -332,7 +336,11 @@ class KernelRequestHandler(DefaultRequestHandler):
     async def on_create_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
         validate_id(params.task_id)
         await self._reject_unsafe_push_url(params.url)  # first, even with push off (spec: push.md §1.1)
-        return await super().on_create_task_push_notification_config(params, context)
+        checked = _CHECKED_PUSH_URL.set(params.url)  # a2a-sdk checks again after its own checks: once is enough
+        try:
+            return await super().on_create_task_push_notification_config(params, context)
+        finally:
+            _CHECKED_PUSH_URL.reset(checked)
 
     async def on_get_task_push_notification_config(self, params: Any, context: ServerCallContext) -> Any:
         validate_id(params.task_id)
