@@ -29,7 +29,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from iac_code import jsonio
 from iac_code.push_jobs import PushJob
-from iac_code.storage import atomic_write, fsync_dir, private_dir
+from iac_code.storage import atomic_write, file_lock, fsync_dir, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -179,20 +179,9 @@ def write_new_private_file(path: Path, data: bytes) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _rotation_lock(state_dir: Path) -> Iterator[None]:
-    """Serialise read-modify-write of the key file between processes (POSIX ``flock``; nothing elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        yield
-        return
-    fd = os.open(state_dir / f".{KEYRING_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+def _rotation_lock(state_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """Serialise read-modify-write of the key file between processes."""
+    return file_lock(state_dir / f".{KEYRING_FILE}.lock")
 
 
 def _sorted_json(document: Any) -> bytes:

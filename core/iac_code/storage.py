@@ -123,6 +123,25 @@ def sync_filesystem(path: Path) -> None:
     os.sync()
 
 
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created ``0600``) between processes: POSIX ``flock``, nothing elsewhere.
+
+    For read-modify-write of a file several processes share (a key store, a keyring).
+    """
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)

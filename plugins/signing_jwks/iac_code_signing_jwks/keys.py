@@ -31,7 +31,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from jwcrypto.common import JWException, base64url_decode
 from iac_code.push_crypto import write_new_private_file
 from iac_code.push_signing import key_id
 from iac_code.push_signing import public_jwks as _public_jwks
-from iac_code.storage import atomic_write, private_dir
+from iac_code.storage import atomic_write, file_lock, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -272,20 +272,9 @@ def load_key_file(path: Path, configured: str | None = None) -> KeyEntry:
     return KeyEntry(kid, algorithm, with_metadata(key, algorithm, kid), int(info.st_mtime), None, str(path))
 
 
-@contextlib.contextmanager
-def _store_lock(state_dir: Path) -> Iterator[None]:
-    """Serialise read-modify-write of the store between processes (POSIX ``flock``; nothing elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        yield
-        return
-    fd = os.open(state_dir / f".{STORE_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+def _store_lock(state_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """Serialise read-modify-write of the store between processes."""
+    return file_lock(state_dir / f".{STORE_FILE}.lock")
 
 
 class JwksKeySet:
