@@ -18,13 +18,15 @@ from iac_code.errors import StartupError
 logger = logging.getLogger("iac_code")
 
 
-def setup_logging(debug: bool, to_stdout: bool) -> None:
-    """Log to stderr (and mirror to stdout when asked); debug raises the level."""
+def setup_logging(debug: bool, to_stdout: bool, log_format: str = "text") -> None:
+    """Log to stderr (and mirror to stdout when asked); debug raises the level; ``log-format`` picks text or JSON."""
+    from iac_code.logs import formatter
+
     level = logging.DEBUG if debug else logging.INFO
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if to_stdout:
         handlers.append(logging.StreamHandler(sys.stdout))
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = formatter(log_format)
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
@@ -32,6 +34,7 @@ def setup_logging(debug: bool, to_stdout: bool) -> None:
         h.setFormatter(fmt)
         root.addHandler(h)
     root.setLevel(logging.WARNING)
+    logging.captureWarnings(True)  # library warnings are log lines too (one format, JSON included)
     logging.getLogger("iac_code").setLevel(level)
     logging.getLogger("iac_code_transport_http").setLevel(level)
     if debug:
@@ -63,9 +66,12 @@ def main() -> None:
 @click.option("--plugins", "plugins_action", type=click.Choice(["list"]), default=None,
               help="'list' shows every plugin and exits.")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", help="Format for --plugins list.")
+@click.option("--check-config", "check_config", is_flag=True,
+              help="Validate the configuration (every plugin's keys too), print the effective settings with "
+              "secrets masked, and exit.")
 def a2a(ctx: click.Context, config_path: str, host: str | None, port: int | None, transports: tuple[str, ...],
         debug: bool, log_to_stdout: bool | None, thinking_exposure: tuple[str, ...], plugins_action: str | None,
-        output: str) -> None:
+        output: str, check_config: bool) -> None:
     """Run iac-code as an A2A 1.0 server."""
     if ctx.invoked_subcommand is not None:
         return
@@ -81,6 +87,11 @@ def a2a(ctx: click.Context, config_path: str, host: str | None, port: int | None
         if thinking_exposure:
             overrides["thinking_exposure"] = list(thinking_exposure)
         config = _load_settings(config_path, raw, plugins, overrides)
+        if check_config:
+            from iac_code.config import masked_settings
+
+            click.echo(json.dumps(masked_settings(config), indent=2, sort_keys=True, default=str))
+            return
         from iac_code.kernel import Kernel
 
         kernel = Kernel(config, plugins)
@@ -108,7 +119,7 @@ def _load_settings(config_path: str, raw: dict[str, Any], plugins: Any, override
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
     # The path is recorded so the server never reads its own config file (it holds the secrets) as input.
     config = load_config(config_path or None, raw=raw, overrides=overrides, model=model)
-    setup_logging(config.debug, config.log_to_stdout)
+    setup_logging(config.debug, config.log_to_stdout, config.log_format)
     for info in plugins.infos():
         if info.status == "failed":
             logger.error("Plugin %s (%s %s) failed to load: %s", info.name, info.distribution,

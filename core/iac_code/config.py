@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,10 @@ class ServerConfig(BaseModel):
     task_cache_size: int = Field(
         1000, gt=0, description="Whole tasks kept in memory; older ones are read back from their snapshots.")
     permission_audit_log: str = Field("", description="Audit log file (default <persistence-dir>/audit/permissions.jsonl).")
+    shutdown_drain_seconds: float = Field(
+        0.0, ge=0, description="Seconds the server keeps serving after a stop signal with /ready answering 503 "
+        "(for load balancers), before the transports close.")
+    log_format: str = Field("text", description="Log lines as text, or json (one JSON object per line).")
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="Seconds in-flight requests of a closing connection or server get before they "
         "are cancelled.")
@@ -252,6 +257,14 @@ class ServerConfig(BaseModel):
         if not isinstance(value, str | list):
             raise ValueError("push-events: a list of event names, or 'all'")
         parse_push_events(value)
+        return value
+
+    @field_validator("log_format")
+    @classmethod
+    def _check_log_format(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value not in ("text", "json"):
+            raise ValueError("log-format: must be text or json")
         return value
 
     @field_validator("card_signer")
@@ -417,3 +430,39 @@ def load_config(
     if path:
         config._config_file = os.path.abspath(path)
     return config
+
+
+_SECRET_NAME = re.compile(r"(secret|password|token|api_key$|credential)")
+MASK = "***"
+
+
+def _mask_url(value: str) -> str:
+    """A URL with the password of its user info replaced by ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+    except ValueError:
+        return value
+    if parts.password is None or not parts.scheme:
+        return value
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+
+
+def _masked(name: str, value: Any) -> Any:
+    if _SECRET_NAME.search(name):
+        if isinstance(value, dict):
+            return {k: MASK if v else v for k, v in value.items()}
+        return MASK if value else value
+    if isinstance(value, str) and "://" in value:
+        return _mask_url(value)
+    if isinstance(value, dict):
+        return {k: _masked(str(k), v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(name, v) for v in value]
+    return value
+
+
+def masked_settings(config: BaseModel) -> dict[str, Any]:
+    """The effective settings as YAML would spell them, with every secret value masked (``--check-config``)."""
+    return {key.replace("_", "-"): _masked(key, value) for key, value in config.model_dump().items()}

@@ -117,6 +117,7 @@ class Kernel:
         self.signing_keys: SigningKeySet | None = None
         self._card_refresher: asyncio.Task[None] | None = None
         self._stop_event: asyncio.Event | None = None
+        self.readiness = "starting"  # "ready" once start() has finished, "stopping" from stop() on
         self.cards.set_signer(self._card_signer())
 
     def _card_signer(self) -> Any:
@@ -230,6 +231,7 @@ class Kernel:
             await self._stop_servers()
             raise
         self._build_handler()
+        self.readiness = "ready"
         return self.interfaces
 
     async def _start_push(self) -> None:
@@ -246,7 +248,14 @@ class Kernel:
                            "private/loopback/link-local URL screen", ", ".join(allowed))
 
     async def stop(self) -> None:
-        """Stop the transports, then drain the running turns and the pushes they queued."""
+        """Stop the transports, then drain the running turns and the pushes they queued.
+
+        ``/ready`` answers 503 from the start; with ``shutdown-drain-seconds`` the transports keep
+        serving that long first, so a load balancer stops sending new requests before they close.
+        """
+        self.readiness = "stopping"
+        if self.config.shutdown_drain_seconds and self._servers:
+            await asyncio.sleep(self.config.shutdown_drain_seconds)
         if self._card_refresher is not None:
             self._card_refresher.cancel()
             self._card_refresher = None

@@ -182,7 +182,7 @@ class HttpTransport:
         self._max_body = config.max_request_bytes
         self._ping_seconds = float(getattr(config, "sse_ping_seconds", 15.0))
         self._public_url = str(getattr(config, "public_url", "") or "")
-        self._public_paths = {"/health"}
+        self._public_paths = {"/health", "/ready"}
         self._limits = ConnectionLimits.of(config)
         self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
@@ -194,6 +194,7 @@ class HttpTransport:
         """The aiohttp application with the kernel's routes and every plugin route."""
         app = web.Application(client_max_size=self._max_body, middlewares=[self._guard])
         app.router.add_get("/health", self._health, allow_head=False)
+        app.router.add_get("/ready", self._ready, allow_head=False)
         app.router.add_get(CARD_PATH, self._card, allow_head=False)
         app.router.add_post("/", self._rpc)
         for provided in self.kernel.plugins.http_routes(self.kernel):
@@ -258,6 +259,11 @@ class HttpTransport:
 
     async def _health(self, request: web.Request) -> web.Response:
         return _json(HEALTH_BODY)
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        """Readiness: 200 once the stores are restored and every transport is bound; 503 before and while stopping."""
+        state = self.kernel.readiness
+        return _json(_dumps({"status": state}), 200 if state == "ready" else 503)
 
     async def _card(self, request: web.Request) -> web.Response:
         document = self.kernel.cards.document
