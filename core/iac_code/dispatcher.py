@@ -78,6 +78,8 @@ from google.protobuf.json_format import ParseDict, ParseError
 from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.jsonio import message_to_json
+from iac_code.metrics import Metrics, error_code
+from iac_code.metrics import clock as metrics_clock
 
 logger = logging.getLogger(__name__)
 
@@ -300,9 +302,12 @@ class JsonRpcDispatcher:
         handler: RequestHandler,
         *,
         required_extensions: frozenset[str] = frozenset(),
+        metrics: Metrics | None = None,
     ) -> None:
         self._handler = handler
         self._required = required_extensions
+        # Prometheus metrics (iac_code.metrics); None: no instrumentation at all.
+        self.metrics = metrics
         self._unary: dict[str, Callable[[Any, ServerCallContext], Any]] = {
             "SendMessage": self._send_message,
             "GetTask": self._get_task,
@@ -383,6 +388,34 @@ class JsonRpcDispatcher:
         already arrived. Raises :class:`CallError` when the call is refused or
         fails, also mid-stream.
         """
+        metrics = self.metrics
+        if metrics is None:
+            return await self._invoke(method, params, call, request_id=request_id, query=query, fields=fields,
+                                      tenant=tenant, legacy=legacy)
+        started = metrics_clock()
+        try:
+            result = await self._invoke(method, params, call, request_id=request_id, query=query, fields=fields,
+                                        tenant=tenant, legacy=legacy)
+        except CallError as exc:
+            metrics.request_done(method, call.transport, error_code(exc.error), metrics_clock() - started)
+            raise
+        metrics.request_done(method, call.transport, "ok", metrics_clock() - started)
+        if method in STREAMING_METHODS:
+            return metrics.track_stream(result, call.transport)
+        return result
+
+    async def _invoke(  # noqa: PLR0913
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        call: CallInfo,
+        *,
+        request_id: Any,
+        query: Mapping[str, Sequence[str]] | None,
+        fields: Mapping[str, str] | None,
+        tenant: str | None,
+        legacy: bool,
+    ) -> Any:
         model = METHOD_PARAMS.get(method)
         if model is None:
             raise CallError(JsonRpcMethodNotFound(message=f"Method not found: {method[:100]}"))

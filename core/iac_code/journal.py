@@ -23,13 +23,17 @@ import contextlib
 import heapq
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iac_code import jsonio
 from iac_code.background import spawn
 from iac_code.storage import fsync_dir, private_dir, sync_filesystem
+
+if TYPE_CHECKING:
+    from iac_code.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +51,7 @@ class Journal:
     """Append-only JSON-lines log whose writes are committed in groups."""
 
     def __init__(self, directory: Path, *, checkpoint: Callable[[], Awaitable[None]],
-                 segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES, metrics: Metrics | None = None) -> None:
         self.path = private_dir(directory)
         self._checkpoint = checkpoint
         self._segment_bytes = segment_bytes
@@ -63,6 +67,8 @@ class Journal:
         self._segment: Path | None = None
         self._size = 0
         self._full: list[Path] = []
+        # Prometheus metrics (iac_code.metrics): one commit-latency observation per group commit.
+        self.metrics = metrics
 
     # ------------------------------------------------------------------ writing
 
@@ -104,12 +110,16 @@ class Journal:
             upto = self._seq
             if not batch:
                 continue
+            metrics = self.metrics
+            started = time.perf_counter() if metrics is not None else 0.0
             try:
                 rotated = await asyncio.to_thread(self._write, list(batch.values()))
             except Exception as exc:
                 logger.error("Task journal write failed: %s", type(exc).__name__)
                 self._release(upto, JournalError("The task could not be stored durably."))
                 continue
+            if metrics is not None:
+                metrics.journal_committed(time.perf_counter() - started)
             self._durable = upto
             self._release(upto, None)
             if rotated:

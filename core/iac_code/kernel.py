@@ -118,6 +118,9 @@ class Kernel:
         self._card_refresher: asyncio.Task[None] | None = None
         self._stop_event: asyncio.Event | None = None
         self.readiness = "starting"  # "ready" once start() has finished, "stopping" from stop() on
+        from iac_code.metrics import Metrics
+
+        self.metrics = Metrics.create(config)  # None with metrics: false
         self.cards.set_signer(self._card_signer())
 
     def _card_signer(self) -> Any:
@@ -231,6 +234,8 @@ class Kernel:
             await self._stop_servers()
             raise
         self._build_handler()
+        if self.metrics is not None:
+            self.metrics.attach(self)
         self.readiness = "ready"
         return self.interfaces
 

@@ -160,6 +160,10 @@ class PermissionBroker:
     def discard(self, task_id: str, input_id: str) -> None:
         self._pending.pop((task_id, input_id), None)
 
+    def waiting(self) -> int:
+        """How many permission requests await an answer (the ``permission_waits`` gauge)."""
+        return len(self._pending)
+
     def pending_for(self, task_id: str) -> bool:
         return any(key[0] == task_id for key in self._pending)
 

@@ -39,6 +39,7 @@ from iac_code.push_urls import refusal_of
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 
+    from iac_code.metrics import Metrics
     from iac_code.push_configs import EncryptedPushConfigStore
     from iac_code.push_urls import PushUrlGuard
 
@@ -158,7 +159,8 @@ class PushDeliveryWorker:
     """Claims jobs and delivers them, ``concurrency`` at a time; start with :meth:`start`, end with :meth:`stop`."""
 
     def __init__(self, queue: PushQueue, store: EncryptedPushConfigStore, guard: PushUrlGuard,
-                 settings: DeliverySettings, signer: NotificationSigning | None = None) -> None:
+                 settings: DeliverySettings, signer: NotificationSigning | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.queue = queue
         self.store = store
         self.guard = guard
@@ -170,6 +172,8 @@ class PushDeliveryWorker:
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._locks = _KeyLocks()
         self._stopping = False
+        # Prometheus metrics (iac_code.metrics): outcome counts and attempt latency; None: no work.
+        self.metrics = metrics
 
     async def start(self) -> None:
         from iac_code.push_urls import PinnedConnector
@@ -233,12 +237,21 @@ class PushDeliveryWorker:
                     await self.queue.done_through(key) < job.prev_seq:
                 waited = max(0.0, now - job.created_at)
                 await self.queue.retry(claimed, job.rescheduled(at=now + min(1.0, 0.05 + waited / 10)))
+                if self.metrics is not None:
+                    self.metrics.push_outcome("deferred")
                 return
+            metrics = self.metrics
+            started = time.perf_counter() if metrics is not None else 0.0
             try:
                 await self._deliver(job)
             except DeliveryError as exc:
+                if metrics is not None:
+                    metrics.push_attempt(time.perf_counter() - started)
                 await self._failed(claimed, job, exc)
                 return
+            if metrics is not None:
+                metrics.push_attempt(time.perf_counter() - started)
+                metrics.push_outcome("delivered")
             if not _is_final(job):  # nothing follows a terminal state: no successor waits for its mark
                 await self.queue.mark_done(key, job.seq)
             await self.queue.ack(claimed)
@@ -249,12 +262,16 @@ class PushDeliveryWorker:
         if error.transient and attempt < self.settings.max_attempts:
             await self.queue.retry(claimed, job.rescheduled(
                 at=time.time() + self.settings.delay(attempt), attempt=attempt, last_error=text))
+            if self.metrics is not None:
+                self.metrics.push_outcome("retried")
             return
         dead = job.rescheduled(at=job.next_attempt_at, attempt=attempt, last_error=text)
         logger.error("A2A push notification dead-lettered: task %s config %s url %s attempt %d: %s",
                      job.task_id, job.config_id, display_url(job.url), attempt, text)
         await self.queue.mark_done(job.order_key, job.seq)
         await self.queue.dead_letter(claimed, dead)
+        if self.metrics is not None:
+            self.metrics.push_outcome("dead_lettered")
 
     def headers_for(self, job: PushJob, config: TaskPushNotificationConfig | None) -> dict[str, str]:
         """Every header of one attempt (credentials from the current configuration)."""

@@ -396,6 +396,10 @@ class TurnEngine:
     def running(self, task_id: str) -> Turn | None:
         return self._turns.get(task_id)
 
+    def active(self) -> int:
+        """How many turns are running (the ``turns_active`` gauge reads this at scrape time)."""
+        return len(self._turns)
+
     async def start(self, request: RequestContext, call_context: ServerCallContext, existing: Task | None, *,
                     subscription: Subscription | None = None) -> Turn:
         """Start a turn; a second message to a task mid-turn waits (SDK) or is refused (iac-code)."""

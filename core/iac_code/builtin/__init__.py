@@ -11,6 +11,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.iac_tools",
     "iac_code.builtin.offline_runtime",
     "iac_code.builtin.jwks",
+    "iac_code.builtin.metrics_route",
     "iac_code.builtin.hmac_signer",
     "iac_code.builtin.stdio_transport",
 )
