@@ -105,7 +105,7 @@ async def test_scripted_workload_is_counted() -> None:
         assert ("iac_code_a2a_open_streams", frozenset({("binding", "http")})) in samples
         # Bounded labels: no task or context id anywhere.
         for (_, labels) in samples:
-            assert all(key in {"method", "binding", "code", "outcome", "state", "le"} for key, _ in labels), labels
+            assert all(key in {"method", "binding", "code", "outcome", "state", "transport", "le"} for key, _ in labels), labels
 
 
 async def test_push_deliveries_are_counted_by_outcome(tmp_path: Path) -> None:
@@ -209,3 +209,25 @@ async def test_a_counted_stream_closes_once_however_it_ends() -> None:
     assert gauge._value.get() == 1
     del dropped
     assert gauge._value.get() == 0
+
+
+async def test_connections_by_transport_and_snapshot_writes_are_measured() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from iac_code.testing import A2A_HEADERS, send_message_body, start_server
+
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        async with http.post(server.url, json=send_message_body("hello"), headers=A2A_HEADERS) as r:
+            assert "result" in await r.json()
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:  # snapshots are written behind, in batches
+            async with http.get(server.url + "metrics") as r:
+                families = {f.name: f for f in text_string_to_metric_families(await r.text())}
+            writes = [s.value for s in families["iac_code_a2a_snapshot_write_seconds"].samples
+                      if s.name.endswith("_count")]
+            if writes and writes[0] >= 1:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "no snapshot batch was measured"
+            await asyncio.sleep(0.05)
+        (open_http,) = [s.value for s in families["iac_code_a2a_connections"].samples if s.labels == {"transport": "http"}]
+        assert open_http >= 1  # this session's keep-alive connection

@@ -91,6 +91,11 @@ class Metrics:
             f"{PREFIX}push_deliveries", "Push notification delivery attempts by outcome.", ["outcome"], registry=r)
         self.push_delivery_seconds = Histogram(
             f"{PREFIX}push_delivery_seconds", "Time of one push notification HTTP attempt.", registry=r)
+        self.connections = Gauge(f"{PREFIX}connections", "Client connections open, by transport.", ["transport"],
+                                 registry=r)
+        self.snapshot_write_seconds = Histogram(
+            f"{PREFIX}snapshot_write_seconds", "Seconds to write one batch of task and context snapshots.",
+            buckets=COMMIT_BUCKETS, registry=r)
         self.push_queue_jobs = Gauge(
             f"{PREFIX}push_queue_jobs", "Jobs in the push queue by state (read when /metrics is scraped).",
             ["state"], registry=r)
@@ -121,6 +126,13 @@ class Metrics:
         worker = getattr(push, "worker", None) if push is not None else None
         if worker is not None:
             worker.metrics = self
+        writer = getattr(kernel, "writer", None)
+        if writer is not None:
+            writer.metrics = self
+        for spec, server in zip(getattr(kernel, "transport_specs", ()), getattr(kernel, "_servers", ()), strict=False):
+            count = getattr(server, "open_connections", None)
+            if callable(count):
+                self.connections.labels(transport=spec.name[:_MAX_BINDING]).set_function(count)
         self.watch_kernel(kernel)
 
     def watch_kernel(self, kernel: Kernel) -> None:

@@ -19,6 +19,7 @@ import itertools
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,7 @@ class SnapshotWriter:
 
     def __init__(self, linger: float = 0.05) -> None:
         self._linger = linger
+        self.metrics: Any = None  # iac_code.metrics.Metrics when metrics are on (batch write latency)
         self._pending: dict[tuple[JsonDirectory, str], Producer] = {}
         self._inflight: dict[tuple[JsonDirectory, str], Producer] = {}
         self._wake = asyncio.Event()
@@ -258,7 +260,10 @@ class SnapshotWriter:
             written = list(self._inflight)
             try:
                 if self._inflight:
+                    started = time.perf_counter()
                     await asyncio.to_thread(_write_batch, self._inflight)
+                    if self.metrics is not None:
+                        self.metrics.snapshot_write_seconds.observe(time.perf_counter() - started)
             finally:
                 self._inflight = {}
                 self._written = generation

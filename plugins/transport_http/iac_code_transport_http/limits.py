@@ -354,6 +354,11 @@ class LimitedAppRunner(web.AppRunner):
         self.client_errors = client_errors
         self._handler_kwargs = handler_kwargs
 
+    def open_connections(self) -> int:
+        """Client connections open right now (0 before start and after cleanup)."""
+        server = self.server
+        return int(server.open_connections) if isinstance(server, LimitedServer) else 0
+
     async def _make_server(self) -> web.Server:
         plain = await super()._make_server()  # starts the application exactly as AppRunner does
         return LimitedServer(plain.request_handler, request_factory=plain.request_factory,

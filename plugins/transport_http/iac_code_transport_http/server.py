@@ -421,6 +421,10 @@ class HttpTransport:
         return [InterfaceInfo(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
                 InterfaceInfo(url=url.rstrip("/"), protocol_binding=BINDING, protocol_version="1.0")]
 
+    def open_connections(self) -> int:
+        """Client connections open right now (the ``iac_code_a2a_connections`` gauge)."""
+        return self._runner.open_connections() if self._runner is not None else 0
+
     async def stop(self) -> None:
         if self._runner is not None:
             server = self._runner.server

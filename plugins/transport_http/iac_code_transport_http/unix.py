@@ -161,6 +161,10 @@ class UnixTransport:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
 
+    def open_connections(self) -> int:
+        """Client connections open right now (the ``iac_code_a2a_connections`` gauge)."""
+        return len(self._sessions)
+
     async def stop(self) -> None:
         """Stop accepting, let each session's in-flight requests finish (grace period), remove the socket."""
         self._closing = True

@@ -275,6 +275,10 @@ class WebSocketTransport:
         return [InterfaceInfo(url=f"ws://{_url_host(config.host)}:{port}{self.path}", protocol_binding=PROTOCOL_BINDING,
                               protocol_version="1.0")]
 
+    def open_connections(self) -> int:
+        """Client connections open right now (the ``iac_code_a2a_connections`` gauge)."""
+        return len(self.connections)
+
     async def stop(self) -> None:
         """Close every socket, stop listening, end the dispatches still running."""
         if self._runner is not None:
