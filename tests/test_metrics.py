@@ -231,3 +231,12 @@ async def test_connections_by_transport_and_snapshot_writes_are_measured() -> No
             await asyncio.sleep(0.05)
         (open_http,) = [s.value for s in families["iac_code_a2a_connections"].samples if s.labels == {"transport": "http"}]
         assert open_http >= 1  # this session's keep-alive connection
+
+
+async def test_a_private_metrics_port_serves_without_credentials() -> None:
+    async with start_server({"token": "t0ken", "metrics-port": 0}) as server, aiohttp.ClientSession() as http:
+        port = server.kernel.metrics_port.port
+        async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
+            assert r.status == 200 and "iac_code_a2a_requests_total" in await r.text()
+        async with http.get(server.url + "metrics") as r:  # the main port still asks for credentials
+            assert r.status == 401

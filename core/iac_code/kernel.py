@@ -118,6 +118,7 @@ class Kernel:
         self._card_refresher: asyncio.Task[None] | None = None
         self._stop_event: asyncio.Event | None = None
         self.readiness = "starting"  # "ready" once start() has finished, "stopping" from stop() on
+        self.metrics_port: Any = None
         from iac_code.metrics import Metrics
 
         self.metrics = Metrics.create(config)  # None with metrics: false
@@ -236,6 +237,13 @@ class Kernel:
         self._build_handler()
         if self.metrics is not None:
             self.metrics.attach(self)
+            port = getattr(self.config, "metrics_port", None)
+            if port is not None:
+                from iac_code.metrics import MetricsPort
+
+                self.metrics_port = MetricsPort(self, self.metrics)
+                bound = await self.metrics_port.start(str(getattr(self.config, "metrics_host", "127.0.0.1")), port)
+                logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.metrics_host, bound)
         self.readiness = "ready"
         return self.interfaces
 
@@ -264,6 +272,9 @@ class Kernel:
         if self._card_refresher is not None:
             self._card_refresher.cancel()
             self._card_refresher = None
+        if self.metrics_port is not None:
+            await self.metrics_port.stop()
+            self.metrics_port = None
         await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()

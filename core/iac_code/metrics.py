@@ -245,3 +245,52 @@ class CountedStream:
 
     def __del__(self) -> None:
         self._finish()
+
+
+def scrape_handler(kernel: Kernel, metrics: Metrics) -> Callable[[Any], Any]:
+    """The aiohttp handler answering a scrape: queue depth refreshed, then the text exposition."""
+    from aiohttp import web
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    async def scrape(request: web.Request) -> web.Response:
+        await metrics.refresh(kernel)
+        return web.Response(body=metrics.exposition(),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})
+
+    return scrape
+
+
+class MetricsPort:
+    """``/metrics`` alone on ``metrics-host:metrics-port`` (no authentication: a private scrape port)."""
+
+    def __init__(self, kernel: Kernel, metrics: Metrics) -> None:
+        self._kernel = kernel
+        self._metrics = metrics
+        self._runner: Any = None
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> int:
+        """Bind and serve; the bound port."""
+        from aiohttp import web
+
+        from iac_code.errors import StartupError
+
+        app = web.Application()
+        app.router.add_get("/metrics", scrape_handler(self._kernel, self._metrics), allow_head=False)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise StartupError(f"Cannot bind metrics-port to {host}:{port}: {exc.strerror or type(exc).__name__}.") \
+                from None
+        self._runner = runner
+        self.port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from iac_code.hookspecs import hookimpl
@@ -30,6 +29,10 @@ class MetricsConfig(BaseModel):
     metrics_public: bool = Field(
         False, description="Serve /metrics without authentication (otherwise it needs the same credentials "
         "as every other route).")
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="Also serve /metrics, without authentication, on this port of "
+        "metrics-host (a private scrape port; unset: off, 0: a free port).")
+    metrics_host: str = Field("127.0.0.1", description="Bind host of metrics-port.")
 
 
 @hookimpl
@@ -44,12 +47,7 @@ def iac_code_http_routes(kernel: Kernel | None) -> list[HttpRouteSpec]:
     metrics = getattr(kernel, "metrics", None)
     if metrics is None:
         return []
-    from prometheus_client import CONTENT_TYPE_LATEST
-
-    async def scrape(request: web.Request) -> web.Response:
-        await metrics.refresh(kernel)
-        return web.Response(body=metrics.exposition(),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})
+    from iac_code.metrics import scrape_handler
 
     public = bool(getattr(kernel.config, "metrics_public", False))
-    return [HttpRouteSpec("GET", METRICS_PATH, scrape, auth=not public, name="metrics")]
+    return [HttpRouteSpec("GET", METRICS_PATH, scrape_handler(kernel, metrics), auth=not public, name="metrics")]
