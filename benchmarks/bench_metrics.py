@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""The cost of Prometheus metrics: SendMessage throughput with metrics on (scraped every second) and off.
+"""The cost of observability: SendMessage throughput with metrics off, on (scraped every second), and tracing on.
 
 One ``iac-code a2a`` server at a time (the trivial agent, persistence on, CPU 0),
 the load generator on CPU 1 (32 keep-alive connections). With metrics on, a
 scraper in this process fetches ``/metrics`` every second during the run.
-Target: within 5 % of metrics off.
+Target: metrics on within 5 % of metrics off. Tracing on (``tracing: true``,
+metrics on, ``OTEL_TRACES_EXPORTER=none`` so no collector is needed: spans are
+created, sampled and ended, then dropped) is reported for its cost.
 
     uv run --group bench python benchmarks/bench_metrics.py [--duration 5 --rounds 2]
 """
@@ -46,12 +48,14 @@ async def _scrape(port: int, stop_event: asyncio.Event, counts: list[int]) -> No
                 pass
 
 
-async def one(metrics: bool, tmp: Path, args: argparse.Namespace) -> tuple[float, float, int]:
+async def one(mode: str, tmp: Path, args: argparse.Namespace) -> tuple[float, float, int]:
     port = free_port()
-    config = tmp / f"metrics-{metrics}-{port}.yml"
+    metrics = mode != "off"
+    config = tmp / f"metrics-{mode}-{port}.yml"
     config.write_text(f"agent-executor: trivial_agent:TrivialExecutor\npersistence-dir: {tmp}/state-{port}\n"
-                      f"metrics: {str(metrics).lower()}\n")
-    env = {**os.environ, "PYTHONPATH": str(BENCH_DIR), "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false"}
+                      f"metrics: {str(metrics).lower()}\ntracing: {str(mode == 'tracing').lower()}\n")
+    env = {**os.environ, "PYTHONPATH": str(BENCH_DIR), "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false",
+           "OTEL_TRACES_EXPORTER": "none"}
     iac_code = str(Path(sys.executable).with_name("iac-code"))
     proc = start([iac_code, "a2a", "--port", str(port), "--config", str(config)], [port], 0, env)
     scrapes: list[int] = []
@@ -73,22 +77,25 @@ async def one(metrics: bool, tmp: Path, args: argparse.Namespace) -> tuple[float
 async def amain(args: argparse.Namespace) -> int:
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
-    rows: dict[bool, list[tuple[float, float, int]]] = {True: [], False: []}
+    modes = ("off", "metrics", "tracing")
+    rows: dict[str, list[tuple[float, float, int]]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory(prefix="a2a-bench-metrics-") as tmp:
-        for _ in range(args.rounds):  # alternate, so drift hits both alike
-            for metrics in (False, True):
-                rows[metrics].append(await one(metrics, Path(tmp), args))
+        for _ in range(args.rounds):  # alternate, so drift hits all alike
+            for mode in modes:
+                rows[mode].append(await one(mode, Path(tmp), args))
     print(f"SendMessage, trivial agent, c={args.concurrency}, {args.rounds} round(s) of {args.duration:g}s each; "
-          "metrics on = /metrics scraped every second")
+          "metrics on = /metrics scraped every second; tracing = tracing: true + metrics, exporter none")
     best = {}
-    for metrics in (False, True):
-        rps = max(r[0] for r in rows[metrics])
-        p99 = min(r[1] for r in rows[metrics])
-        best[metrics] = rps
-        runs = ", ".join(f"{r[0]:.0f}" for r in rows[metrics])
-        print(f"metrics {'on ' if metrics else 'off'}  best {rps:7.0f} req/s  p99 {p99:6.2f} ms  (runs: {runs})")
-    ratio = best[True] / best[False] if best[False] else 0.0
-    print(f"on/off: x{ratio:.3f} ({'within' if ratio >= 0.95 else 'NOT within'} 5 %)")
+    labels = {"off": "metrics off       ", "metrics": "metrics on        ", "tracing": "tracing + metrics "}
+    for mode in modes:
+        rps = max(r[0] for r in rows[mode])
+        p99 = min(r[1] for r in rows[mode])
+        best[mode] = rps
+        runs = ", ".join(f"{r[0]:.0f}" for r in rows[mode])
+        print(f"{labels[mode]} best {rps:7.0f} req/s  p99 {p99:6.2f} ms  (runs: {runs})")
+    ratio = best["metrics"] / best["off"] if best["off"] else 0.0
+    print(f"metrics on/off: x{ratio:.3f} ({'within' if ratio >= 0.95 else 'NOT within'} 5 %)")
+    print(f"tracing cost: x{best['tracing'] / best['off']:.3f} of metrics off" if best["off"] else "")
     return 0 if all(r[2] == 0 for group in rows.values() for r in group) else 1
 
 

@@ -142,12 +142,16 @@ def push_worker(config_path: str, debug: bool) -> None:
         service = PushService(config, plugins, config.resolved_persistence_dir())
 
         async def work(stop: asyncio.Event) -> None:
+            from iac_code import tracing
+
+            tracing.configure(config)  # deliveries continue the traces of the turns that queued them
             await service.start(deliver=True, issuer=_issuer(config))
             logger.info("iac-code push worker delivering from the %s queue", config.push_queue)
             try:
                 await stop.wait()
             finally:
                 await service.stop()
+                tracing.shutdown()
 
         _run(work)
     except StartupError as exc:

@@ -224,7 +224,9 @@ class ServerConfig(BaseModel):
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="Seconds in-flight requests of a closing connection or server get before they "
         "are cancelled.")
-    tracing: bool = Field(False, description="Keep a2a-sdk's OpenTelemetry spans (off by default: they cost throughput).")
+    tracing: bool = Field(
+        False, description="OpenTelemetry traces: W3C traceparent in, spans per method, turn, tool call and push "
+        "delivery, traceparent out on pushes; exporter from OTEL_TRACES_EXPORTER (otlp, console, none).")
 
     # Not a configuration key: the file these settings were read from (set by load_config),
     # so the server can refuse it as input (iac_code.workspace.ProtectedPaths).

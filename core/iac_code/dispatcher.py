@@ -75,7 +75,7 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import ParseDict, ParseError
 
-from iac_code import jsonio
+from iac_code import jsonio, tracing
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.jsonio import message_to_json
 from iac_code.metrics import Metrics, error_code
@@ -388,21 +388,22 @@ class JsonRpcDispatcher:
         already arrived. Raises :class:`CallError` when the call is refused or
         fails, also mid-stream.
         """
-        metrics = self.metrics
-        if metrics is None:
-            return await self._invoke(method, params, call, request_id=request_id, query=query, fields=fields,
-                                      tenant=tenant, legacy=legacy)
-        started = metrics_clock()
-        try:
-            result = await self._invoke(method, params, call, request_id=request_id, query=query, fields=fields,
-                                        tenant=tenant, legacy=legacy)
-        except CallError as exc:
-            metrics.request_done(method, call.transport, error_code(exc.error), metrics_clock() - started)
-            raise
-        metrics.request_done(method, call.transport, "ok", metrics_clock() - started)
-        if method in STREAMING_METHODS:
-            return metrics.track_stream(result, call.transport)
-        return result
+        with tracing.method_span(method, call.headers, call.transport, params, fields):
+            metrics = self.metrics
+            if metrics is None:
+                return await self._invoke(method, params, call, request_id=request_id, query=query, fields=fields,
+                                          tenant=tenant, legacy=legacy)
+            started = metrics_clock()
+            try:
+                result = await self._invoke(method, params, call, request_id=request_id, query=query,
+                                            fields=fields, tenant=tenant, legacy=legacy)
+            except CallError as exc:
+                metrics.request_done(method, call.transport, error_code(exc.error), metrics_clock() - started)
+                raise
+            metrics.request_done(method, call.transport, "ok", metrics_clock() - started)
+            if method in STREAMING_METHODS:
+                return metrics.track_stream(result, call.transport)
+            return result
 
     async def _invoke(  # noqa: PLR0913
         self,

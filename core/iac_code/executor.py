@@ -20,6 +20,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
 
 from iac_code import messages as m
+from iac_code import tracing
 from iac_code.artifacts import ArtifactStore
 from iac_code.contexts import ContextRegistry, ContextState, channel_fallback
 from iac_code.i18n import translator
@@ -127,6 +128,11 @@ class RuntimeExecutor(AgentExecutor):
 
     async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
+        with tracing.tool_spans() as tool_spans:  # a span per tool call (tracing: true)
+            return await self._translate(turn, updater, call_context, tool_spans)
+
+    async def _translate(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
+                         tool_spans: Any) -> str | None:
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = []
         usage: Usage | None = None
@@ -139,6 +145,7 @@ class RuntimeExecutor(AgentExecutor):
             elif isinstance(event, Usage):
                 usage = event
             elif isinstance(event, ToolStarted | ToolInputDelta | ToolInputComplete | ToolCompleted | ToolFailed):
+                tool_spans.observe(event)
                 tool = self._tool_metadata(event)
                 if isinstance(event, ToolCompleted) and event.artifact is not None:
                     tool["artifact"] = await self._store_artifact(turn, event.artifact, updater)

@@ -207,6 +207,9 @@ class Kernel:
 
     async def start(self) -> list[InterfaceInfo]:
         """Start every configured transport and publish their interfaces on the card."""
+        from iac_code import tracing
+
+        tracing.configure(self.config)  # tracing: true; the exporter from the OTEL_* variables
         swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
         if swept:
             logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
@@ -287,6 +290,9 @@ class Kernel:
         await self.contexts.stop()
         await self.task_store.close()
         await self.writer.close()
+        from iac_code import tracing
+
+        tracing.shutdown()  # flushes the spans a provider of ours still holds
 
     async def _stop_servers(self) -> None:
         servers, self._servers = self._servers, []

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
-from iac_code import jsonio
+from iac_code import jsonio, tracing
 from iac_code.background import spawn
 from iac_code.push_jobs import ClaimedJob, PushJob, PushQueue
 from iac_code.push_urls import refusal_of
@@ -282,6 +282,11 @@ class PushDeliveryWorker:
         return headers
 
     async def _deliver(self, job: PushJob) -> None:
+        with tracing.push_span(job.trace, task_id=job.task_id, **{"url.full": display_url(job.url)},
+                               attempt=job.attempt + 1) as span:
+            await self._attempt(job, span)
+
+    async def _attempt(self, job: PushJob, span: Any) -> None:
         config = self.store.read_for_delivery(job.owner, job.task_id, job.config_id)
         secrets = _secrets_of(config)
         try:
@@ -290,10 +295,12 @@ class PushDeliveryWorker:
             raise DeliveryError(f"{type(exc).__name__}: {exc}", transient=False) from None
         assert self._session is not None
         headers = self.headers_for(job, config)
+        tracing.inject(headers, job.trace)  # traceparent: this attempt's span, in the queuing turn's trace
         try:
             async with self._session.post(job.url, data=jsonio.dumps(job.payload), headers=headers,
                                           allow_redirects=False) as response:
                 status = response.status
+                span.set_attribute("http.response.status_code", status)
                 await response.read()
         except TimeoutError:
             raise DeliveryError("TimeoutError: the callback did not answer in time", transient=True) from None

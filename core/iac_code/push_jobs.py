@@ -64,13 +64,15 @@ class PushJob:
     last_error: str = ""
     created_at: float = 0.0
     headers: Mapping[str, str] = field(default_factory=dict)
+    # W3C trace context of the turn that queued the job (``traceparent``/``tracestate``); empty untraced.
+    trace: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def new(cls, *, task_id: str, config_id: str, owner: str, url: str, payload: Mapping[str, Any],
-            prev_seq: int = 0) -> PushJob:
+            prev_seq: int = 0, trace: Mapping[str, str] | None = None) -> PushJob:
         """A fresh job, due now."""
         return cls(job_id=uuid.uuid4().hex, task_id=task_id, config_id=config_id or task_id, owner=owner, url=url,
-                   payload=payload, seq=next_seq(), prev_seq=prev_seq, created_at=time.time())
+                   payload=payload, seq=next_seq(), prev_seq=prev_seq, created_at=time.time(), trace=trace or {})
 
     @property
     def order_key(self) -> str:
@@ -83,13 +85,16 @@ class PushJob:
 
     def to_record(self) -> dict[str, Any]:
         """The job as JSON (spec push.md §5.3 names, plus our ordering and owner fields)."""
-        return {
+        record = {
             "version": JOB_VERSION, "jobId": self.job_id, "taskId": self.task_id, "configId": self.config_id,
             "owner": self.owner, "url": self.url, "payload": dict(self.payload),
             "headers": {k: (REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()},
             "attempt": self.attempt, "nextAttemptAt": self.next_attempt_at, "lastError": self.last_error,
             "seq": self.seq, "prevSeq": self.prev_seq, "createdAt": self.created_at,
         }
+        if self.trace:
+            record["trace"] = dict(self.trace)
+        return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> PushJob:
@@ -99,7 +104,8 @@ class PushJob:
                    seq=int(record.get("seq", 0)), prev_seq=int(record.get("prevSeq", 0)),
                    attempt=int(record.get("attempt", 0)), next_attempt_at=float(record.get("nextAttemptAt", 0.0)),
                    last_error=str(record.get("lastError", "")), created_at=float(record.get("createdAt", 0.0)),
-                   headers=dict(record.get("headers") or {}))
+                   headers=dict(record.get("headers") or {}),
+                   trace={str(k): str(v) for k, v in (record.get("trace") or {}).items()})
 
 
 class JobCodec(Protocol):

@@ -23,6 +23,7 @@ from a2a.server.tasks import PushNotificationSender
 from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 
+from iac_code import tracing
 from iac_code.background import spawn
 from iac_code.jsonio import message_to_json
 from iac_code.push_jobs import PushJob, PushQueue, order_key
@@ -131,6 +132,7 @@ class QueueingPushSender(PushNotificationSender):
             if not targets:
                 return
             payload = message_to_json(to_stream_response(event))
+            trace = tracing.current_trace_carrier()  # the turn's context: this task inherited it
             jobs = []
             for owner_key, config in targets:
                 try:
@@ -141,7 +143,7 @@ class QueueingPushSender(PushNotificationSender):
                     continue
                 key = order_key(owner_key, task_id, config.id or task_id)
                 job = PushJob.new(task_id=task_id, config_id=config.id, owner=owner_key, url=config.url,
-                                  payload=payload, prev_seq=self._last_seq.get(key, 0))
+                                  payload=payload, prev_seq=self._last_seq.get(key, 0), trace=trace)
                 jobs.append((key, job))
             if not jobs:
                 return

@@ -40,6 +40,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
+from iac_code import tracing
 from iac_code.background import spawn
 
 logger = logging.getLogger(__name__)
@@ -192,6 +193,7 @@ class Turn:
         self._mode: bool | None = None  # True: task events, False: a single Message
         self._finished = False
         self._failed_task: Task | None = None
+        self.trace_context = tracing.turn_context()  # the starting call's span: the turn's parent
 
     # ------------------------------------------------------------------ callers
 
@@ -313,16 +315,17 @@ class Turn:
     async def run(self) -> None:
         """The producer: run the executor, record a failure, then end the turn."""
         error: BaseException | None = None
-        try:
-            await self.engine.executor.execute(self.request, self.queue)
-        except asyncio.CancelledError:
-            logger.debug("Turn of task %s cancelled", self.task_id)
-        except Exception as exc:
-            logger.exception("Agent executor failed on task %s", self.task_id)
-            error = exc
-            await self._mark_failed()
-        finally:
-            await self._finish(error)
+        with tracing.turn_span(self.trace_context, self.task_id, self.context_id):
+            try:
+                await self.engine.executor.execute(self.request, self.queue)
+            except asyncio.CancelledError:
+                logger.debug("Turn of task %s cancelled", self.task_id)
+            except Exception as exc:
+                logger.exception("Agent executor failed on task %s", self.task_id)
+                error = exc
+                await self._mark_failed()
+            finally:
+                await self._finish(error)
 
     async def _mark_failed(self) -> None:
         async with self.lock:

@@ -44,6 +44,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc import aio
 
+from iac_code import tracing
 from iac_code.auth import Principal, PrincipalUser
 from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY
 from iac_code.dispatcher import protocol_error as check_protocol
@@ -141,15 +142,16 @@ def _unary(method: str) -> Callable[..., Any]:
     served = getattr(GrpcHandler, method)
 
     async def rpc(self: KernelGrpcHandler, request: Any, context: aio.ServicerContext) -> Any:
-        await self.admit(method, request, context)
-        try:
-            return await served(self, request, context)
-        except aio.AbortError:
-            raise
-        except Exception:
-            logger.exception("Unhandled error in gRPC %s", method)
-            await self.abort_context(InternalError(message=INTERNAL_TEXT), context)
-            raise  # not reached: abort raises
+        with tracing.method_span(method, lambda: read_metadata(context)[0], "grpc"):
+            await self.admit(method, request, context)
+            try:
+                return await served(self, request, context)
+            except aio.AbortError:
+                raise
+            except Exception:
+                logger.exception("Unhandled error in gRPC %s", method)
+                await self.abort_context(InternalError(message=INTERNAL_TEXT), context)
+                raise  # not reached: abort raises
 
     rpc.__name__ = rpc.__qualname__ = method
     return rpc
@@ -159,15 +161,16 @@ def _stream(method: str) -> Callable[..., Any]:
     served = getattr(GrpcHandler, method)
 
     async def rpc(self: KernelGrpcHandler, request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
-        await self.admit(method, request, context)
-        try:
-            async for item in served(self, request, context):
-                yield item
-        except aio.AbortError:
-            raise
-        except Exception:
-            logger.exception("Unhandled error while streaming gRPC %s", method)
-            await self.abort_context(InternalError(message=INTERNAL_TEXT), context)
+        with tracing.method_span(method, lambda: read_metadata(context)[0], "grpc"):
+            await self.admit(method, request, context)
+            try:
+                async for item in served(self, request, context):
+                    yield item
+            except aio.AbortError:
+                raise
+            except Exception:
+                logger.exception("Unhandled error while streaming gRPC %s", method)
+                await self.abort_context(InternalError(message=INTERNAL_TEXT), context)
 
     rpc.__name__ = rpc.__qualname__ = method
     return rpc
