@@ -264,24 +264,15 @@ async def amain(args: argparse.Namespace) -> int:
 async def _references(http_port: int, grpc_port: int, server_cpu: int | None, env: dict[str, str],
                       args: argparse.Namespace) -> list[Result]:
     results: list[Result] = []
-    proc = start([sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(http_port)], [http_port],
-                 server_cpu, env)
-    try:
-        results += await bench_rest("reference", http_port, args)
-    finally:
-        stop(proc)
-    proc = start([sys.executable, str(BENCH_DIR / "reference_grpc_server.py"), "--port", str(grpc_port)],
-                 [grpc_port], server_cpu, env)
-    try:
-        results += await bench_grpc("reference", grpc_port, args)
-    finally:
-        stop(proc)
-    proc = start([sys.executable, str(BENCH_DIR / "grpc_floor_server.py"), "--port", str(grpc_port)],
-                 [grpc_port], server_cpu, env)
-    try:
-        results += await bench_grpc("floor", grpc_port, args)
-    finally:
-        stop(proc)
+    runs = (("reference_server.py", http_port, bench_rest, "reference"),
+            ("reference_grpc_server.py", grpc_port, bench_grpc, "reference"),
+            ("grpc_floor_server.py", grpc_port, bench_grpc, "floor"))
+    for script, port, bench, server in runs:
+        proc = start([sys.executable, str(BENCH_DIR / script), "--port", str(port)], [port], server_cpu, env)
+        try:
+            results += await bench(server, port, args)
+        finally:
+            stop(proc)
     return results
 
 

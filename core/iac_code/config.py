@@ -12,7 +12,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import urllib.parse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
 from iac_code.errors import StartupError
+from iac_code.url_credentials import MASK, mask_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 41242
@@ -435,20 +435,6 @@ def load_config(
 
 
 _SECRET_NAME = re.compile(r"(secret|password|token|api_key$|credential)")
-MASK = "***"
-
-
-def _mask_url(value: str) -> str:
-    """A URL with the password of its user info replaced by ``***``."""
-    try:
-        parts = urllib.parse.urlsplit(value)
-    except ValueError:
-        return value
-    if parts.password is None or not parts.scheme:
-        return value
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
 
 
 def _masked(name: str, value: Any) -> Any:
@@ -457,7 +443,7 @@ def _masked(name: str, value: Any) -> Any:
             return {k: MASK if v else v for k, v in value.items()}
         return MASK if value else value
     if isinstance(value, str) and "://" in value:
-        return _mask_url(value)
+        return mask_url(value)
     if isinstance(value, dict):
         return {k: _masked(str(k), v) for k, v in value.items()}
     if isinstance(value, list):

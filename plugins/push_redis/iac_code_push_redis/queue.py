@@ -65,6 +65,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from iac_code.errors import StartupError
 from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, QueueContext
+from iac_code.url_credentials import url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -167,21 +168,6 @@ def redis_location(url: str) -> str:
         return "redis"
 
 
-def _url_secrets(url: str) -> list[str]:
-    """The password(s) a URL carries (userinfo or ``?password=``), raw and percent-decoded."""
-    found: set[str] = set()
-    try:
-        parts = urllib.parse.urlsplit(url)
-        values = [parts.password or "", parts.username or ""]
-        values += urllib.parse.parse_qs(parts.query).get("password", [])
-        for value in values:
-            if value:
-                found.update({value, urllib.parse.unquote(value), urllib.parse.quote(value, safe="")})
-    except ValueError:
-        pass
-    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes | bytearray) else str(value)
 
@@ -223,7 +209,7 @@ class RedisStreamsQueue:
         self.consumer = consumer or default_consumer_name()
         self.lease_timeout_ms = int(lease_timeout_ms)
         self.location = redis_location(url)
-        self._secrets = _url_secrets(url)
+        self._secrets = url_secrets(url)
         try:
             self._redis: aioredis.Redis = aioredis.Redis.from_url(
                 url, decode_responses=False, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT,

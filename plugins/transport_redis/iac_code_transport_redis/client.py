@@ -37,6 +37,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from iac_code.url_credentials import url_secrets
 from iac_code_transport_redis.common import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
@@ -47,7 +48,6 @@ from iac_code_transport_redis.common import (
     redis_location,
     stream_entries,
     text,
-    url_secrets,
 )
 
 logger = logging.getLogger(__name__)

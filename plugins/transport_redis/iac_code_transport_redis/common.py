@@ -40,21 +40,6 @@ def redis_db(url: str) -> int:
         return 0
 
 
-def url_secrets(url: str) -> list[str]:
-    """The credentials a URL carries (userinfo or ``?password=``), raw and percent-coded, longest first."""
-    found: set[str] = set()
-    try:
-        parts = urllib.parse.urlsplit(url)
-        values = [parts.password or "", parts.username or ""]
-        values += urllib.parse.parse_qs(parts.query).get("password", [])
-        for value in values:
-            if value:
-                found.update({value, urllib.parse.unquote(value), urllib.parse.quote(value, safe="")})
-    except ValueError:
-        pass
-    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
-
-
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret replaced by ``[redacted]``."""
     for secret in secrets:

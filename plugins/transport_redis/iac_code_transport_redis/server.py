@@ -49,6 +49,7 @@ from iac_code import jsonio
 from iac_code.errors import StartupError
 from iac_code.framing import dumps, error_response, request_id_of, serve_frame
 from iac_code.records import InterfaceInfo
+from iac_code.url_credentials import url_secrets
 from iac_code_transport_redis.common import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
@@ -59,7 +60,6 @@ from iac_code_transport_redis.common import (
     redis_location,
     stream_entries,
     text,
-    url_secrets,
 )
 
 if TYPE_CHECKING:
