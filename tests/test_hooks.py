@@ -84,7 +84,7 @@ class EveryHookPlugin:
 
     @hookimpl
     def iac_code_routers(self) -> list[RouterSpec]:
-        return [RouterSpec(name="test-router", create=lambda kernel: object())]
+        return [RouterSpec(name="test-router", rank=lambda routes, query: [])]
 
     @hookimpl
     def iac_code_agent_runtimes(self) -> list[AgentRuntimeSpec]:

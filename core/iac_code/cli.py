@@ -252,6 +252,15 @@ def keys_list(config_path: str, output: str) -> None:
         click.echo("  ".join(str(key.get(field, "")) for field in ("kid", "alg", "status", "createdAt", "retiredAt")))
 
 
+def _register_client() -> None:
+    from iac_code.client.commands import client
+
+    main.add_command(client)
+
+
+_register_client()
+
+
 def _issuer(config: Any) -> str:
     return f"http://{config.host}:{config.port}"
 

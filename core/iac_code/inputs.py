@@ -113,6 +113,21 @@ class TurnInput:
     error: str | None = None
 
 
+# Per-turn secrets a client may put in ``metadata.iac_code``: the runtime gets them, the task never stores them.
+TURN_SECRET_KEYS = ("iac_code_api_key", "iacCodeApiKey")
+
+
+def strip_turn_secrets(message: Message) -> None:
+    """Remove :data:`TURN_SECRET_KEYS` from the message in place, so history, snapshots and replies never hold them."""
+    if not message.HasField("metadata") or "iac_code" not in message.metadata.fields:
+        return
+    section = message.metadata.fields["iac_code"]
+    if section.HasField("struct_value"):
+        for key in TURN_SECRET_KEYS:
+            if key in section.struct_value.fields:
+                del section.struct_value.fields[key]
+
+
 def iac_code_metadata(message: Message, raw_message: Any = None) -> dict[str, Any]:
     """``message.metadata.iac_code`` as plain JSON (from the raw request when known)."""
     if isinstance(raw_message, dict):

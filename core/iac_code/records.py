@@ -8,7 +8,7 @@ kernel selects implementations by configured name, never by registration order.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,14 +50,58 @@ class TransportServer(Protocol):
         ...
 
 
+class JsonRpcChannel(Protocol):
+    """The client side of a custom JSON-RPC transport: one connection, many concurrent calls.
+
+    ``iac-code a2a-client`` wraps a channel in an a2a-sdk ``ClientTransport``, so a card
+    interface on this transport is reachable with the SDK's ``Client``.
+    """
+
+    async def request(self, payload: Mapping[str, Any], *,
+                      headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Send one JSON-RPC request; return its JSON-RPC response object."""
+        ...
+
+    def stream(self, payload: Mapping[str, Any], *,
+               headers: Mapping[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Send one streaming JSON-RPC request; yield each JSON-RPC response object of its stream."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connection (and stop a spawned server)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClientTarget:
+    """Where and how a client connects: the interface ``url`` (from the card or ``--url``).
+
+    ``headers`` (auth, ``A2A-Version``) are for transports that authenticate once at connect
+    time (a WebSocket handshake); every call also carries them. ``options`` holds the client
+    configuration's transport settings (e.g. ``stdio_command``).
+    """
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class TransportSpec:
-    """A transport (HTTP, gRPC, ...): ``create`` builds a server bound to a kernel."""
+    """A transport (HTTP, gRPC, ...): ``create`` builds a server bound to a kernel.
+
+    A custom JSON-RPC transport also gives its client side: ``connect`` opens a
+    :class:`JsonRpcChannel` to an interface URL whose scheme is one of ``url_schemes``.
+    The name is the ``protocolBinding`` the server advertises.
+    """
 
     name: str
     create: Callable[[Kernel], TransportServer]
     aliases: tuple[str, ...] = ()
     description: str = ""
+    connect: Callable[[ClientTarget], Awaitable[JsonRpcChannel]] | None = None
+    url_schemes: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- push queues
@@ -182,11 +226,43 @@ class PartDecoderSpec:
 
 
 @dataclass(frozen=True)
-class RouterSpec:
-    """Chooses the remote agent for ``iac-code a2a-client`` calls."""
+class Route:
+    """A remote agent the client can call by name: ``name=url;skills=a,b;tags=x,y``."""
 
     name: str
-    create: Callable[[Kernel], Any]
+    url: str
+    skills: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RouteQuery:
+    """What one call asks for: an explicit route ``name``, a ``skill``, the ``prompt`` text."""
+
+    name: str = ""
+    skill: str = ""
+    prompt: str = ""
+
+
+@dataclass(frozen=True)
+class RouteCandidate:
+    """A route a router considered, its ``score`` (higher wins) and why, for ``route-preview``."""
+
+    route: Route
+    score: int
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """Chooses the remote agent for ``iac-code a2a-client`` calls (``router`` client setting).
+
+    ``rank`` returns the matching candidates best first (the first one wins) or raises
+    ``ValueError`` with a message for the user (unknown name, no match).
+    """
+
+    name: str
+    rank: Callable[[Sequence[Route], RouteQuery], list[RouteCandidate]]
     description: str = ""
 
 

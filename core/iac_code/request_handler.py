@@ -57,7 +57,14 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
-from iac_code.inputs import InputDecoder, TurnInput, iac_code_metadata, normalise_channel, normalise_language
+from iac_code.inputs import (
+    InputDecoder,
+    TurnInput,
+    iac_code_metadata,
+    normalise_channel,
+    normalise_language,
+    strip_turn_secrets,
+)
 from iac_code.jsonio import message_to_json
 from iac_code.permissions import (
     PERMISSION_NOT_ACTIVE,
@@ -143,6 +150,7 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         raw_message = raw_params.get("message") if isinstance(raw_params, dict) else None
         raw_message = raw_message if isinstance(raw_message, dict) else None
         metadata = iac_code_metadata(message, raw_message)
+        strip_turn_secrets(message)  # the runtime reads them from ``metadata``; the stored message must not hold them
         language = normalise_language(metadata.get("preferredLanguage", metadata.get("preferred_language")))
         channel = normalise_channel(metadata.get("channel"))
         try:

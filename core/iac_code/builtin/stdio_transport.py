@@ -13,23 +13,27 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import stat
 import sys
 import threading
+from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
-from iac_code.records import InterfaceInfo, TransportSpec
+from iac_code.records import ClientTarget, InterfaceInfo, TransportSpec
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
+    from iac_code.transport_clients import NdjsonClient
 
 logger = logging.getLogger(__name__)
 
 LOG_TO_STDOUT_ERROR = "--log-to-stdout cannot be used with --transport stdio because stdout carries A2A frames."
 INTERFACE = InterfaceInfo(url="stdio://iac-code", protocol_binding="stdio")
+DEFAULT_COMMAND = (sys.executable, "-m", "iac_code.cli", "a2a", "--transport", "stdio")
 
 
 class _ThreadFileWriter:
@@ -158,7 +162,28 @@ def create_transport(kernel: Kernel) -> StdioTransport:
     return StdioTransport(kernel)
 
 
+def server_command(options: Mapping[str, Any]) -> list[str]:
+    """The argv of the server a client spawns: ``stdio_command`` (a shell-like string or a list), else this Python's."""
+    command = options.get("stdio_command")
+    if isinstance(command, str) and command.strip():
+        return shlex.split(command)
+    if isinstance(command, list | tuple) and command:
+        return [str(arg) for arg in command]
+    return list(DEFAULT_COMMAND)
+
+
+async def connect(target: ClientTarget) -> NdjsonClient:
+    """The client side: spawn a stdio server (it inherits our environment and working directory) and talk NDJSON.
+
+    The interface URL (``stdio://iac-code``) names no address: every client gets its own server process,
+    which stops when the client closes its stdin.
+    """
+    from iac_code.transport_clients import NdjsonClient
+
+    return await NdjsonClient.spawn(server_command(target.options))
+
+
 @hookimpl
 def iac_code_transports() -> list[TransportSpec]:
-    return [TransportSpec(name="stdio", create=create_transport,
+    return [TransportSpec(name="stdio", create=create_transport, connect=connect, url_schemes=("stdio",),
                           description="Newline-delimited JSON-RPC on stdin/stdout (concurrent requests).")]

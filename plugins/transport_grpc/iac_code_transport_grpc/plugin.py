@@ -12,7 +12,7 @@ from iac_code.records import TransportSpec
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
-    from iac_code.records import TransportServer
+    from iac_code.records import ClientTarget, JsonRpcChannel, TransportServer
 
 MISSING_DEPENDENCIES = "gRPC A2A transport requires optional dependencies. Install iac-code[a2a-grpc]."
 
@@ -66,6 +66,21 @@ def create_jsonrpc_transport(kernel: Kernel) -> TransportServer:
     return GrpcJsonRpcTransport(kernel)
 
 
+async def connect_jsonrpc(target: ClientTarget) -> JsonRpcChannel:
+    """The client side of ``grpc-jsonrpc``: an insecure channel to ``grpc-jsonrpc://host:port``.
+
+    No channel-wide metadata: the headers (``target.headers`` included) go on every call, and the
+    server reads the first value of a key, so channel metadata would shadow a call's own headers.
+    """
+    try:
+        from iac_code_transport_grpc.jsonrpc_client import GrpcJsonRpcClient
+    except ImportError:
+        from a2a.client import A2AClientError
+
+        raise A2AClientError(MISSING_DEPENDENCIES) from None
+    return GrpcJsonRpcClient(target.url)
+
+
 @hookimpl
 def iac_code_transports() -> list[TransportSpec]:
     return [TransportSpec(
@@ -77,6 +92,8 @@ def iac_code_transports() -> list[TransportSpec]:
         name="grpc-jsonrpc",
         aliases=("grpc+jsonrpc",),
         create=create_jsonrpc_transport,
+        connect=connect_jsonrpc,
+        url_schemes=("grpc-jsonrpc",),
         description="JSON-RPC envelopes over gRPC (iac_code.a2a.transports.proto.A2AJsonRpc).",
     )]
 

@@ -11,7 +11,8 @@ from iac_code.records import TransportSpec
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
-    from iac_code.records import TransportServer
+    from iac_code.records import ClientTarget, TransportServer
+    from iac_code.transport_clients import NdjsonClient, WebSocketClient
 
 
 class HttpTransportConfig(BaseModel):
@@ -66,6 +67,27 @@ def create_unix_transport(kernel: Kernel) -> TransportServer:
     return UnixTransport(kernel)
 
 
+async def connect_websocket(target: ClientTarget) -> WebSocketClient:
+    """The client side of ``websocket``: the handshake to ``ws://`` / ``wss://`` carries ``target.headers``."""
+    from iac_code.transport_clients import WebSocketClient
+
+    return await WebSocketClient.connect(target.url, headers=dict(target.headers))
+
+
+def socket_path(url: str) -> str:
+    """The socket path of a ``unix:///path/to.sock`` interface URL (as the unix transport advertises it)."""
+    if not url.startswith("unix://") or not url.removeprefix("unix://"):
+        raise ValueError("a unix interface URL is unix:///path/to.sock")
+    return url.removeprefix("unix://")
+
+
+async def connect_unix(target: ClientTarget) -> NdjsonClient:
+    """The client side of ``unix``: NDJSON JSON-RPC on the socket the URL names."""
+    from iac_code.transport_clients import NdjsonClient
+
+    return await NdjsonClient.connect_unix(socket_path(target.url))
+
+
 @hookimpl
 def iac_code_transports() -> list[TransportSpec]:
     return [TransportSpec(
@@ -77,10 +99,14 @@ def iac_code_transports() -> list[TransportSpec]:
         name="websocket",
         aliases=("ws", "wss"),
         create=create_websocket_transport,
+        connect=connect_websocket,
+        url_schemes=("ws", "wss"),
         description="JSON-RPC 2.0 over WebSocket text frames, multiplexed (aiohttp).",
     ), TransportSpec(
         name="unix",
         create=create_unix_transport,
+        connect=connect_unix,
+        url_schemes=("unix",),
         description="Newline-delimited JSON-RPC on a Unix domain socket (concurrent requests).",
     )]
 

@@ -12,7 +12,7 @@ from iac_code.records import TransportSpec
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
-    from iac_code.records import TransportServer
+    from iac_code.records import ClientTarget, JsonRpcChannel, TransportServer
 
 MISSING_DEPENDENCIES = "Redis Streams A2A transport requires optional dependencies. Install iac-code[a2a-redis]."
 MISSING_URL = "redis-url is required in --config for --transport redis-streams."
@@ -52,12 +52,25 @@ def create_transport(kernel: Kernel) -> TransportServer:
     return RedisStreamsTransport(kernel)
 
 
+async def connect(target: ClientTarget) -> JsonRpcChannel:
+    """The client side: a :class:`~iac_code_transport_redis.client.RedisStreamsClient` for the interface URL."""
+    try:
+        from iac_code_transport_redis.connect import open_channel
+    except ImportError:
+        from a2a.client import A2AClientError
+
+        raise A2AClientError(MISSING_DEPENDENCIES) from None
+    return open_channel(target)
+
+
 @hookimpl
 def iac_code_transports() -> list[TransportSpec]:
     return [TransportSpec(
         name="redis-streams",
         aliases=("redis", "redis-stream"),
         create=create_transport,
+        connect=connect,
+        url_schemes=("redis-streams",),
         description="JSON-RPC over Redis Streams (consumer group on the request stream, one reply stream per client).",
     )]
 

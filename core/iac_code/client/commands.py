@@ -1,0 +1,751 @@
+"""``iac-code a2a-client``: call remote A2A agents from a terminal or a script.
+
+Every subcommand resolves its settings (:mod:`iac_code.client.options`), opens an a2a-sdk
+client to the agent (:mod:`iac_code.client.connect`) and prints the result as rich text
+or, with ``--output json``, as JSON. Failures print one line on stderr and exit with the
+code :class:`~iac_code.client.errors.ExitCode` documents (docs/client.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shlex
+import sys
+import traceback
+import warnings
+from collections.abc import Callable, Coroutine
+from functools import wraps
+from typing import Any
+
+import click
+
+from iac_code.client import events as ev
+from iac_code.client.errors import ClientError, ExitCode, classify
+from iac_code.client.options import Settings, load_client_config
+
+logger = logging.getLogger("iac_code.client")
+
+MISSING_DEPENDENCIES = "A2A client dependencies are missing. Install with: pip install 'iac-code[a2a]'"
+OUTPUTS = ("text", "table", "json")
+
+
+# ----------------------------------------------------------------------------- shared options
+
+
+def _auth_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--token", default="", help="Bearer token (env IACCODE_A2A_HTTP_TOKEN)."),
+        click.option("--basic-username", default="", help="Basic auth user (env IACCODE_A2A_BASIC_USERNAME)."),
+        click.option("--basic-password", default="", help="Basic auth password (env IACCODE_A2A_BASIC_PASSWORD)."),
+        click.option("--api-key", default="", help="API key (env IACCODE_A2A_API_KEY)."),
+        click.option("--api-key-header", default="", help="API key header (default X-API-Key)."),
+    ]):
+        f = option(f)
+    return f
+
+
+def _connection_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--url", default="", help="The agent's URL (base or JSON-RPC endpoint, or a transport URL)."),
+        click.option("--binding", default="", help="Use this binding (JSONRPC, HTTP+JSON, GRPC, websocket, unix, ...) "
+                     "instead of the card's first executable interface."),
+        click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds per request."),
+        click.option("--verify-card-secret", "--signing-secret", "verify_card_secret", default="",
+                     help="HMAC secret to verify the card's signature."),
+        click.option("--verify-card-jwks-url", default="", help="JWKS URL to verify the card's signature."),
+        click.option("--require-card-signature", "--require-signature", "require_card_signature", is_flag=True,
+                     default=False, help="Refuse an unsigned card."),
+        click.option("--output", "-o", type=click.Choice(OUTPUTS), default="text", show_default=True,
+                     help="text for people, json for scripts (one object per result or event)."),
+    ]):
+        f = option(f)
+    return _auth_options(f)
+
+
+def _command(f: Callable[..., Coroutine[Any, Any, int | None]]) -> Callable[..., None]:
+    """Run the async body on one event loop; map every failure to its exit code and one stderr line."""
+
+    @wraps(f)
+    @click.pass_context
+    def run(ctx: click.Context, **_: Any) -> None:
+        state: _State = ctx.find_object(_State)
+        settings = Settings(ctx, state.config)
+        view = _view(settings)
+        code: int = ExitCode.OK
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            try:
+                code = f(_Run(settings, view, runner)) or ExitCode.OK
+            except click.exceptions.Exit:
+                raise
+            except KeyboardInterrupt:
+                view.error("Interrupted.", ExitCode.INTERRUPTED)
+                code = ExitCode.INTERRUPTED
+            except Exception as exc:
+                error = classify(exc)
+                if state.debug:
+                    traceback.print_exc()
+                view.error(error.message, error.code)
+                code = error.code
+            finally:
+                view.close()
+        ctx.exit(int(code))
+
+    return run
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    return uvloop.new_event_loop
+
+
+class _State:
+    def __init__(self, config: dict[str, Any], debug: bool) -> None:
+        self.config = config
+        self.debug = debug
+
+
+class _Run:
+    """What a subcommand body gets: its settings, its view and the event loop runner."""
+
+    def __init__(self, settings: Settings, view: Any, runner: asyncio.Runner) -> None:
+        self.settings = settings
+        self.view = view
+        self.runner = runner
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            return self.runner.run(coro)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            raise classify(exc) from None
+
+    @property
+    def json(self) -> bool:
+        return bool(self.view.json)
+
+
+def _view(settings: Settings) -> Any:
+    from iac_code.client.view import JsonView, TextView
+
+    output = settings.text("output", "text") or "text"
+    if output not in OUTPUTS:
+        raise click.UsageError("--output must be text, table or json.")
+    return JsonView() if output == "json" else TextView()
+
+
+# ----------------------------------------------------------------------------- the group
+
+
+@click.group("a2a-client", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", default="", help="YAML file with client settings (a2a-client.yml).")
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.pass_context
+def client(ctx: click.Context, config_path: str, debug: bool) -> None:
+    """Call remote A2A agents: send prompts, manage tasks and push configs, route by name or skill."""
+    try:
+        import a2a.client  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError:
+        click.echo(MISSING_DEPENDENCIES, err=True)
+        ctx.exit(1)
+    os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not debug:
+        warnings.filterwarnings("ignore")  # library warnings (short HMAC keys, ...) are not the user's output
+        for noisy in ("httpx", "httpcore", "a2a", "grpc"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+    config: dict[str, Any] = {}
+    if ctx.invoked_subcommand != "route-preview":
+        try:
+            config = load_client_config(config_path)
+        except ClientError as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+            ctx.exit(int(exc.code))
+    ctx.obj = _State(config, debug)
+
+
+def _connector(r: _Run) -> Any:
+    from iac_code.card_verify import CardVerifier
+    from iac_code.client.connect import Auth, Connector
+    from iac_code.plugins import Plugins
+
+    s = r.settings
+    auth = Auth(token=s.text("token"), basic_username=s.text("basic_username"),
+                basic_password=s.text("basic_password"), api_key=s.text("api_key"),
+                api_key_header=s.api_key_header())
+    try:
+        verifier = CardVerifier(secret=s.text("verify_card_secret"), jwks_url=s.text("verify_card_jwks_url"),
+                                require_signature=bool(s.flag("require_card_signature")),
+                                timeout=s.number("timeout", 30.0))
+    except ValueError as exc:
+        raise ClientError(str(exc)) from None
+    options = {k: s.get(k) for k in ("stdio_command", "redis_password") if s.get(k)}
+    return Connector(plugins=Plugins.load(), auth=auth, timeout=s.number("timeout", 30.0), verifier=verifier,
+                     binding=s.text("binding"), options=options)
+
+
+def _context(r: _Run, unary: bool = True) -> Any:
+    from a2a.client import ClientCallContext
+
+    connector = r.__dict__.get("_connector_cache")
+    headers = connector.auth.headers() if connector is not None else {}
+    return ClientCallContext(service_parameters=headers,
+                             timeout=r.settings.number("timeout", 30.0) if unary else None)
+
+
+async def _open(r: _Run, url: str, streaming: bool = True) -> Any:
+    connector = _connector(r)
+    r.__dict__["_connector_cache"] = connector
+    return await connector.open(url, streaming=streaming)
+
+
+def _unary(r: _Run, call: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
+    """Open the agent at ``--url``, run one call with it, close; the result as JSON."""
+    url = r.settings.required("url")
+
+    async def body() -> Any:
+        agent = await _open(r, url)
+        try:
+            return ev.as_json(await call(agent))
+        finally:
+            await agent.aclose()
+
+    return r.run(body())
+
+
+# ----------------------------------------------------------------------------- call
+
+
+@client.command("call")
+@_connection_options
+@click.option("--route", "route", multiple=True, help="Route spec name=url;skills=a,b;tags=x,y (repeatable).")
+@click.option("--route-name", default="", help="Use the route of this name.")
+@click.option("--skill", default="", help="Prefer routes offering this skill.")
+@click.option("--router", default="", help="Router plugin (default: default).")
+@click.option("--route-state-dir", default="", help="Read routes saved by route-preview --save-routes.")
+@click.option("--prompt", "-p", default="", help="The prompt to send.")
+@click.option("--cwd", default=".", help="Workspace directory on the agent (default: this directory).")
+@click.option("--context-id", default="", help="Continue this context.")
+@click.option("--task-id", default="", help="The task to continue (or, with --answer, the paused task).")
+@click.option("--answer", type=click.Choice(["allow_once", "deny"]), default=None,
+              help="Answer the permission question a paused task is waiting for (with --task-id).")
+@click.option("--iac-code-model", default="", help="Model for this turn (metadata.iac_code.iac_code_model).")
+@click.option("--iac-code-api-key", default="", help="Model API key for this turn (never printed).")
+@click.option("--thinking-enabled/--no-thinking-enabled", default=None, help="Ask for model thinking.")
+@click.option("--thinking-effort", default="", help="Thinking effort (low, medium, high).")
+@click.option("--thinking-budget", type=int, default=None, help="Thinking token budget.")
+@click.option("--language", default="", help="Preferred language of the agent's text (en, zh, ...).")
+@click.option("--stream/--no-stream", default=False, help="Stream events as they happen.")
+@_command
+def call(r: _Run) -> int:
+    """Send a prompt to a remote agent (or answer its permission question) and show the turn."""
+    from iac_code.client.session import CallSession, message_request
+
+    s = r.settings
+    answer = s.text("answer") if s.given("answer") else ""
+    prompt = s.text("prompt") if s.given("prompt") else ""
+    if not answer and not prompt:
+        raise ClientError("--prompt is required (or --answer with --task-id).", ExitCode.USAGE)
+    if answer and not s.text("task_id"):
+        raise ClientError("task-id is required with --answer. Provide --task-id or task-id in --config.",
+                          ExitCode.USAGE)
+    url = s.text("url") or _route_url(s, prompt)
+    stream = bool(s.flag("stream"))
+    interactive = not r.json and sys.stdin.isatty() and sys.stdout.isatty()
+    agent = r.run(_open(r, url, streaming=stream))
+    session = CallSession(runner=r.runner, agent=agent, view=r.view, interactive=interactive,
+                          headers=r.__dict__["_connector_cache"].auth.headers(), timeout=s.number("timeout", 30.0),
+                          ask=_ask_permission(r.view) if interactive else None,
+                          confirm=_confirm(r.view) if interactive else None)
+    try:
+        if answer:
+            return session.answer(s.text("task_id"), s.text("context_id"), answer)
+        return session.run(message_request(prompt, metadata=_turn_metadata(s), context_id=s.text("context_id"),
+                                           task_id=s.text("task_id")))
+    finally:
+        r.runner.run(agent.aclose())
+
+
+def _turn_metadata(s: Settings) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"cwd": _cwd(s.text("cwd", "."))}
+    for key in ("iac_code_model", "iac_code_api_key"):
+        if s.text(key):
+            metadata[key] = s.text(key)
+    if s.text("language"):
+        metadata["preferredLanguage"] = s.text("language")
+    thinking: dict[str, Any] = {}
+    enabled = s.flag("thinking_enabled")
+    if enabled is not None:
+        thinking["enabled"] = enabled
+    if s.text("thinking_effort"):
+        thinking["effort"] = s.text("thinking_effort")
+    budget = s.integer("thinking_budget")
+    if budget is not None and budget > 0:
+        thinking["budget"] = budget
+    if thinking:
+        metadata["thinking"] = thinking
+    return metadata
+
+
+def _cwd(value: str) -> str:
+    """``.`` or empty: the logical current directory ($PWD when it is this directory), else the value normalised."""
+    if value in ("", "."):
+        physical = os.getcwd()
+        logical = os.environ.get("PWD", "")
+        if logical and os.path.isabs(logical):
+            try:
+                if os.path.samefile(logical, physical):
+                    return os.path.normpath(logical)
+            except OSError:
+                pass
+        return physical
+    return os.path.normpath(value)
+
+
+def _route_url(s: Settings, prompt: str) -> str:
+    from iac_code.client.routing import RouteError, load_snapshot, parse_route, routes_from_config, select
+    from iac_code.plugins import Plugins
+    from iac_code.records import RouteQuery
+
+    try:
+        if s.given("route"):
+            routes = [parse_route(spec) for spec in s.get("route")]
+        else:
+            routes = routes_from_config(s.get("routes"))
+        if not routes and s.text("route_state_dir"):
+            routes = load_snapshot(s.text("route_state_dir"))
+    except RouteError as exc:
+        raise ClientError(str(exc), ExitCode.ROUTE) from None
+    if not routes and not s.text("route_name"):
+        raise ClientError("url is required. Provide --url or url in --config, or configure --route/--route-name.",
+                          ExitCode.USAGE)
+    router = _router(Plugins.load(), s.text("router"))
+    try:
+        route, _ = select(router, routes, RouteQuery(name=s.text("route_name"), skill=s.text("skill"), prompt=prompt))
+    except (RouteError, ValueError) as exc:
+        raise ClientError(str(exc), ExitCode.ROUTE) from None
+    return route.url
+
+
+def _router(plugins: Any, name: str) -> Any:
+    routers = plugins.routers()
+    chosen = routers.get((name or "default").strip().lower())
+    if chosen is None:
+        raise ClientError(f"Unknown router '{name}'. Installed: {', '.join(sorted(routers)) or 'none'}.",
+                          ExitCode.ROUTE)
+    return chosen.record
+
+
+def _ask_permission(view: Any) -> Callable[[dict[str, Any]], str]:
+    def ask(envelope: dict[str, Any]) -> str:
+        labels = {o.get("id"): o.get("label") for o in envelope.get("options", []) if isinstance(o, dict)}
+        allow, deny = labels.get("allow_once") or "Allow once", labels.get("deny") or "Deny"
+        prompt = str(envelope.get("prompt") or "Allow?")
+        while True:
+            reply = view.console.input(f"{prompt} [a] {allow} / [d] {deny}: ", markup=False).strip().lower()
+            if reply in ("a", "allow", "allow_once", "allow once", "y", "yes", "1"):
+                return "allow_once"
+            if reply in ("d", "deny", "n", "no", "2"):
+                return "deny"
+
+    return ask
+
+
+def _confirm(view: Any) -> Callable[[str], bool]:
+    def confirm(question: str) -> bool:
+        reply = view.console.input(f"{question} [Y/n]: ", markup=False).strip().lower()
+        return reply in ("", "y", "yes")
+
+    return confirm
+
+
+# ----------------------------------------------------------------------------- discovery and tasks
+
+
+@client.command("discover")
+@_connection_options
+@_command
+def discover(r: _Run) -> int:
+    """Fetch (and verify) an agent's card; show its interfaces and skills."""
+    url = r.settings.required("url")
+
+    async def body() -> tuple[dict[str, Any], Any]:
+        connector = _connector(r)
+        data, _card, result = await connector.discover(url)
+        return data, result
+
+    data, result = r.run(body())
+    if r.json:
+        r.view.result(data)
+        return ExitCode.OK
+    _show_card(r.view, data, result)
+    return ExitCode.OK
+
+
+def _show_card(view: Any, card: dict[str, Any], result: Any) -> None:
+    view.console.print(f"{card.get('name', '')} {card.get('version', '')}".strip(), markup=False)
+    if card.get("description"):
+        view.console.print(str(card["description"]), markup=False)
+    if result is not None:
+        view.console.print(f"Signature: {result.reason}" + (f" (kid {result.kid})" if result.kid else ""),
+                           markup=False)
+    capabilities = card.get("capabilities", {}) or {}
+    flags = [k for k in ("streaming", "pushNotifications", "extendedAgentCard") if capabilities.get(k)]
+    view.console.print(f"Capabilities: {', '.join(flags) or 'none'}", markup=False)
+    view.console.print()
+    _rows(view, ["Binding", "URL", "Version"],
+          [[str(i.get("protocolBinding", "")), str(i.get("url", "")), str(i.get("protocolVersion", ""))]
+           for i in card.get("supportedInterfaces", []) or []])
+    view.console.print()
+    _rows(view, ["Skill", "Name", "Tags"],
+          [[str(k.get("id", "")), str(k.get("name", "")), ", ".join(k.get("tags", []) or [])]
+           for k in card.get("skills", []) or []])
+
+
+@client.command("task-get")
+@_connection_options
+@click.option("--task-id", default="", help="The task.")
+@click.option("--history-length", type=int, default=None, help="At most this many history messages.")
+@_command
+def task_get(r: _Run) -> int:
+    """Show one task."""
+    from a2a.types.a2a_pb2 import GetTaskRequest
+
+    request = GetTaskRequest(id=r.settings.required("task_id"))
+    length = r.settings.integer("history_length")
+    if length is not None:
+        request.history_length = length
+    r.view.result(_unary(r, lambda agent: agent.client.get_task(request, context=_context(r))))
+    return ExitCode.OK
+
+
+@client.command("task-cancel")
+@_connection_options
+@click.option("--task-id", default="", help="The task.")
+@_command
+def task_cancel(r: _Run) -> int:
+    """Cancel a task."""
+    from a2a.types.a2a_pb2 import CancelTaskRequest
+
+    request = CancelTaskRequest(id=r.settings.required("task_id"))
+    r.view.result(_unary(r, lambda agent: agent.client.cancel_task(request, context=_context(r))))
+    return ExitCode.OK
+
+
+@client.command("task-list")
+@_connection_options
+@click.option("--context-id", default="", help="Only tasks of this context.")
+@click.option("--status", default="", help="Only tasks in this state (working, input-required, TASK_STATE_...).")
+@click.option("--page-size", type=int, default=None, help="Tasks per page.")
+@click.option("--page-token", default="", help="Continue from this page token.")
+@click.option("--include-artifacts", is_flag=True, default=False, help="Include artifacts.")
+@click.option("--all", "all_pages", is_flag=True, default=False, help="Follow next-page tokens to the end.")
+@_command
+def task_list(r: _Run) -> int:
+    """List tasks (a table, or JSON); --all follows the cursors."""
+    from a2a.types.a2a_pb2 import ListTasksRequest
+
+    s = r.settings
+    request = ListTasksRequest()
+    if s.text("context_id"):
+        request.context_id = s.text("context_id")
+    if s.text("status"):
+        request.status = _task_state(s.text("status"))
+    size = s.integer("page_size")
+    if size is not None:
+        request.page_size = size
+    if s.text("page_token"):
+        request.page_token = s.text("page_token")
+    if s.flag("include_artifacts"):
+        request.include_artifacts = True
+    follow = bool(s.get("all_pages") if s.given("all_pages") else s.flag("all"))
+    url = s.required("url")
+
+    async def body() -> list[dict[str, Any]]:
+        agent = await _open(r, url)
+        pages: list[dict[str, Any]] = []
+        try:
+            while True:
+                page = ev.as_json(await agent.client.list_tasks(request, context=_context(r)))
+                pages.append(page)
+                token = page.get("nextPageToken", "")
+                if not follow or not token or len(pages) >= 10_000:
+                    return pages
+                request.page_token = token
+        finally:
+            await agent.aclose()
+
+    pages = r.run(body())
+    if follow:
+        tasks = [t for p in pages for t in p.get("tasks", [])]
+        result = {"tasks": tasks, "totalSize": pages[-1].get("totalSize", len(tasks)), "pageSize": len(tasks)}
+    else:
+        result = pages[-1]
+    if r.json:
+        r.view.result(result)
+        return ExitCode.OK
+    _task_table(r.view, result, url, s)
+    return ExitCode.OK
+
+
+def _rows(view: Any, headers: list[str], rows: list[list[str]]) -> None:
+    """A table: rich on a terminal; plain columns (two spaces apart, a dashed rule) for pipes and files."""
+    if view.console.is_terminal:
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for header in headers:
+            table.add_column(header, no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        view.table(table)
+        return
+    widths = [max(len(r[c]) for r in [headers, *rows]) for c in range(len(headers))]
+    for row in [headers, ["-" * w for w in widths], *rows]:
+        line = "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        view.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _task_state(text: str) -> int:
+    from a2a.types.a2a_pb2 import TaskState
+
+    name = text.strip().upper().replace("-", "_")
+    if not name.startswith("TASK_STATE_"):
+        name = "TASK_STATE_" + name
+    try:
+        return TaskState.Value(name)
+    except ValueError:
+        known = ", ".join(ev.friendly_state(n) for n in TaskState.keys() if n != "TASK_STATE_UNSPECIFIED")
+        raise ClientError(f"Unknown task state '{text}'. Known: {known}.", ExitCode.USAGE) from None
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _task_table(view: Any, result: dict[str, Any], url: str, s: Settings) -> None:
+
+    tasks = result.get("tasks", []) or []
+    if not tasks:
+        view.console.print("No A2A tasks found.")
+        return
+    rows = []
+    for task in tasks:
+        status = task.get("status", {})
+        message = status.get("message", {}) if isinstance(status.get("message"), dict) else {}
+        text = " ".join(p.get("text", "") for p in message.get("parts", []) if isinstance(p, dict) and p.get("text"))
+        rows.append([_clip(str(task.get("id", "")), 28), ev.friendly_state(status.get("state", "")),
+                     _clip(str(task.get("contextId", "")), 22), _clip(str(status.get("timestamp", "")), 20),
+                     _clip(" ".join(text.split()), 56)])
+    _rows(view, ["ID", "Status", "Context", "Updated", "Message"], rows)
+    total = result.get("totalSize")
+    view.console.print(f"Showing {len(tasks)} of {total} tasks." if isinstance(total, int) and total
+                       else f"Showing {len(tasks)} tasks.")
+    token = result.get("nextPageToken")
+    if token:
+        parts = ["iac-code a2a-client task-list --url", shlex.quote(url)]
+        for key, flag in (("context_id", "--context-id"), ("status", "--status")):
+            if s.text(key):
+                parts += [flag, shlex.quote(s.text(key))]
+        if s.integer("page_size") is not None:
+            parts += ["--page-size", str(s.integer("page_size"))]
+        if s.flag("include_artifacts"):
+            parts.append("--include-artifacts")
+        parts += ["--page-token", shlex.quote(str(token))]
+        view.console.print("Next page: " + " ".join(parts), markup=False, soft_wrap=True)
+
+
+@client.command("task-subscribe")
+@_connection_options
+@click.option("--task-id", default="", help="The task.")
+@_command
+def task_subscribe(r: _Run) -> int:
+    """Follow an active task's events until it stops (completed, failed, input-required, ...)."""
+    from a2a.types.a2a_pb2 import SubscribeToTaskRequest
+
+    request = SubscribeToTaskRequest(id=r.settings.required("task_id"))
+    url = r.settings.required("url")
+    final = {"state": ""}
+
+    async def body() -> None:
+        agent = await _open(r, url)
+        try:
+            stream = agent.client.subscribe(request, context=_context(r, unary=False))
+            try:
+                async for response in stream:
+                    event = ev.as_json(response)
+                    r.view.event(event)
+                    final["state"] = ev.state(event) or final["state"]
+                    # The first event is the task as it is now (a paused task is input-required): only an
+                    # update can end the subscription.
+                    if "statusUpdate" in event and final["state"] in ev.STOP_STATES:
+                        return
+            finally:
+                await stream.aclose()
+        finally:
+            await agent.aclose()
+
+    r.run(body())
+    r.view.finish({"state": final["state"], "taskId": request.id})
+    return ExitCode.TASK_FAILED if final["state"] in ("failed", "rejected", "canceled") else ExitCode.OK
+
+
+# ----------------------------------------------------------------------------- push configs and the extended card
+
+
+@client.command("push-config-create")
+@_connection_options
+@click.option("--task-id", default="", help="The task.")
+@click.option("--config-id", default="", help="The push config id.")
+@click.option("--callback-url", default="", help="Where the agent POSTs notifications.")
+@click.option("--notification-token", default="", help="Token the agent sends back with each notification.")
+@click.option("--auth-scheme", default="", help="Authentication scheme of the callback (e.g. Bearer).")
+@click.option("--auth-credentials", default="", help="Credentials for that scheme.")
+@_command
+def push_config_create(r: _Run) -> int:
+    """Register a push notification config on a task."""
+    from a2a.types.a2a_pb2 import TaskPushNotificationConfig
+
+    s = r.settings
+    config = TaskPushNotificationConfig(task_id=s.required("task_id"), id=s.required("config_id"),
+                                        url=s.required("callback_url"))
+    if s.text("notification_token"):
+        config.token = s.text("notification_token")
+    if s.text("auth_scheme") or s.text("auth_credentials"):
+        config.authentication.scheme = s.text("auth_scheme")
+        config.authentication.credentials = s.text("auth_credentials")
+    r.view.result(_unary(r, lambda agent: agent.client.create_task_push_notification_config(
+        config, context=_context(r))))
+    return ExitCode.OK
+
+
+@client.command("push-config-get")
+@_connection_options
+@click.option("--task-id", default="", help="The task.")
+@click.option("--config-id", default="", help="The push config id.")
+@_command
+def push_config_get(r: _Run) -> int:
+    """Show one push notification config."""
+    from a2a.types.a2a_pb2 import GetTaskPushNotificationConfigRequest
+
+    request = GetTaskPushNotificationConfigRequest(task_id=r.settings.required("task_id"),
+                                                   id=r.settings.required("config_id"))
+    r.view.result(_unary(r, lambda agent: agent.client.get_task_push_notification_config(
+        request, context=_context(r))))
+    return ExitCode.OK
+
+
+@client.command("push-config-list")
+@_connection_options
+@click.option("--task-id", default="", help="The task.")
+@click.option("--page-size", type=int, default=None, help="Configs per page.")
+@click.option("--page-token", default="", help="Continue from this page token.")
+@_command
+def push_config_list(r: _Run) -> int:
+    """List a task's push notification configs."""
+    from a2a.types.a2a_pb2 import ListTaskPushNotificationConfigsRequest
+
+    s = r.settings
+    request = ListTaskPushNotificationConfigsRequest(task_id=s.required("task_id"))
+    size = s.integer("page_size")
+    if size is not None:
+        request.page_size = size
+    if s.text("page_token"):
+        request.page_token = s.text("page_token")
+    r.view.result(_unary(r, lambda agent: agent.client.list_task_push_notification_configs(
+        request, context=_context(r))))
+    return ExitCode.OK
+
+
+@client.command("push-config-delete")
+@_connection_options
+@click.option("--task-id", default="", help="The task.")
+@click.option("--config-id", default="", help="The push config id.")
+@_command
+def push_config_delete(r: _Run) -> int:
+    """Delete a push notification config."""
+    from a2a.types.a2a_pb2 import DeleteTaskPushNotificationConfigRequest
+
+    request = DeleteTaskPushNotificationConfigRequest(task_id=r.settings.required("task_id"),
+                                                      id=r.settings.required("config_id"))
+    url = r.settings.required("url")
+
+    async def body() -> None:
+        agent = await _open(r, url)
+        try:
+            await agent.client.delete_task_push_notification_config(request, context=_context(r))
+        finally:
+            await agent.aclose()
+
+    r.run(body())
+    r.view.result({"deleted": True, "taskId": request.task_id, "id": request.id})
+    return ExitCode.OK
+
+
+@client.command("extended-card")
+@_connection_options
+@_command
+def extended_card(r: _Run) -> int:
+    """Fetch the authenticated extended Agent Card."""
+    from a2a.types.a2a_pb2 import GetExtendedAgentCardRequest
+
+    r.view.result(_unary(r, lambda agent: agent.client.get_extended_agent_card(
+        GetExtendedAgentCardRequest(), context=_context(r))))
+    return ExitCode.OK
+
+
+# ----------------------------------------------------------------------------- routing
+
+
+@client.command("route-preview")
+@click.option("--route", "route", multiple=True, help="Route spec name=url;skills=a,b;tags=x,y (repeatable).")
+@click.option("--name", default="", help="Explicit route name.")
+@click.option("--skill", default="", help="Skill to route by.")
+@click.option("--prompt", default="", help="Prompt to route by.")
+@click.option("--router", default="", help="Router plugin (default: default).")
+@click.option("--route-state-dir", "--persistence-dir", "route_state_dir", default="",
+              help="Directory for the routes.json snapshot.")
+@click.option("--save-routes", is_flag=True, default=False, help="Write the routes to <route-state-dir>/routes.json.")
+@click.option("--output", "-o", type=click.Choice(OUTPUTS), default="text", show_default=True)
+@_command
+def route_preview(r: _Run) -> int:
+    """Show which route a call would use: every candidate, its score and why, and the winner."""
+    from iac_code.client.routing import RouteError, parse_route, route_dict, save_snapshot, select
+    from iac_code.plugins import Plugins
+    from iac_code.records import RouteQuery
+
+    s = r.settings
+    specs = s.get("route") or ()
+    if not specs:
+        raise ClientError("At least one --route is required.", ExitCode.USAGE)
+    try:
+        routes = [parse_route(spec) for spec in specs]
+    except RouteError as exc:
+        raise ClientError(str(exc), ExitCode.ROUTE) from None
+    state_dir = s.text("route_state_dir")
+    if s.flag("save_routes") and not state_dir:
+        raise ClientError("--route-state-dir is required with --save-routes.", ExitCode.USAGE)
+    if state_dir:
+        save_snapshot(state_dir, routes)
+    router = _router(Plugins.load(), s.text("router"))
+    try:
+        winner, candidates = select(router, routes, RouteQuery(name=s.text("name"), skill=s.text("skill"),
+                                                               prompt=s.text("prompt")))
+    except (RouteError, ValueError) as exc:
+        raise ClientError(str(exc), ExitCode.ROUTE) from None
+    if r.json:
+        r.view.result({"route": route_dict(winner), "candidates": [
+            {"route": route_dict(c.route), "score": c.score, "reasons": list(c.reasons)} for c in candidates]})
+        return ExitCode.OK
+    _rows(r.view, ["", "Route", "Score", "Why", "URL"],
+          [["→" if c.route is winner else "", c.route.name, str(c.score), "; ".join(c.reasons), c.route.url]
+           for c in candidates])
+    r.view.console.print(f"Winner: {winner.name} ({winner.url})", markup=False)
+    return ExitCode.OK

@@ -1,0 +1,114 @@
+"""``iac-code a2a-client`` over the other bindings (HTTP+JSON, gRPC, WebSocket) and against a2a-sdk's own server."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from iac_code.testing import start_server
+from tests.byo_agent import ShoutExecutor
+from tests.client_support import reference_server, run_client
+
+VPC = "Create a VPC with two vSwitches."
+SETTINGS = {"transport": ["http", "grpc", "websocket"], "grpc-port": 0, "push-notifications": True,
+            "push-allowed-hosts": ["127.0.0.1"]}
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder
+
+
+async def _scenario(url: str, binding: str, ws: Path) -> None:
+    """call → permission → answer → task-get → task-list → push CRUD → cancel, all over ``binding``."""
+    b = ["--url", url, "--binding", binding]
+    paused = await run_client("call", *b, "-p", VPC, "--stream", "-o", "json", cwd=ws)
+    assert paused.code == 11, (binding, paused.err)
+    envelope = paused.lines()[-1]["permissionRequest"]
+    task_id = envelope["requestTaskId"]
+    answered = await run_client("call", *b, "--answer", "allow_once", "--task-id", task_id, "--stream", cwd=ws)
+    assert answered.code == 0, (binding, answered.err)
+    assert "artifact template.ros.yaml" in answered.out and "● input-required" in answered.out
+    task = (await run_client("task-get", *b, "--task-id", task_id, "-o", "json", cwd=ws)).json()
+    assert task["id"] == task_id and task["artifacts"], binding
+    listed = (await run_client("task-list", *b, "--context-id", envelope["contextId"], "-o", "json", cwd=ws)).json()
+    assert [t["id"] for t in listed["tasks"]] == [task_id], binding
+    hook = "hook-" + binding.lower().replace("+", "-")
+    push = ["--task-id", task_id, "--config-id", hook]
+    created = await run_client("push-config-create", *b, *push, "--callback-url", "http://127.0.0.1:9/h", "-o",
+                               "json", cwd=ws)
+    assert created.code == 0 and created.json()["id"] == hook, (binding, created.err)
+    assert (await run_client("push-config-get", *b, *push, cwd=ws)).code == 0
+    assert (await run_client("push-config-delete", *b, *push, cwd=ws)).code == 0
+    missing = await run_client("push-config-get", *b, *push, cwd=ws)
+    assert missing.code == 8, binding
+    other = (await run_client("call", *b, "-p", VPC, "-o", "json", cwd=ws)).lines()[-1]["permissionRequest"]
+    canceled = await run_client("task-cancel", *b, "--task-id", other["requestTaskId"], "-o", "json", cwd=ws)
+    assert canceled.json()["status"]["state"] == "TASK_STATE_CANCELED", binding
+    unknown = await run_client("task-get", *b, "--task-id", "nope", cwd=ws)
+    assert unknown.code == 8 and "TaskNotFound" in unknown.err, binding
+
+
+async def test_every_binding_of_our_server(ws: Path) -> None:
+    async with start_server(SETTINGS) as server:
+        card = (await run_client("discover", "--url", server.url, "-o", "json", cwd=ws)).json()
+        bindings = [i["protocolBinding"] for i in card["supportedInterfaces"]]
+        assert {"JSONRPC", "HTTP+JSON", "GRPC", "websocket"} <= set(bindings)
+        await asyncio.gather(*(_scenario(server.url, b, ws / b.replace("+", "-")) for b in
+                               ("HTTP+JSON", "GRPC", "websocket")
+                               if (ws / b.replace("+", "-")).mkdir() is None))
+        text = await run_client("discover", "--url", server.url, cwd=ws)
+        assert "GRPC" in text.out and "websocket" in text.out
+        nope = await run_client("task-list", "--url", server.url, "--binding", "carrier-pigeon", cwd=ws)
+        assert nope.code == 9 and "Unknown or non-executable binding 'carrier-pigeon'" in nope.err
+
+
+async def test_auth_on_grpc_and_websocket(ws: Path) -> None:
+    async with start_server({**SETTINGS, "token": "s3cret"}) as server:
+        for binding in ("GRPC", "websocket"):
+            ok = await run_client("task-list", "--url", server.url, "--binding", binding, "--token", "s3cret", cwd=ws)
+            assert ok.code == 0, (binding, ok.err)
+        # Without the token even the card is refused; with a card from a good token, a wrong call is refused too.
+        refused = await run_client("task-list", "--url", server.url, "--binding", "GRPC", cwd=ws)
+        assert refused.code == 5
+
+
+async def test_a_websocket_url_is_called_directly(ws: Path) -> None:
+    async with start_server(SETTINGS) as server:
+        card = (await run_client("discover", "--url", server.url, "-o", "json", cwd=ws)).json()
+        ws_url = next(i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "websocket")
+        paused = await run_client("call", "--url", ws_url, "-p", VPC, "--stream", "-o", "json", cwd=ws)
+        assert paused.code == 11, paused.err
+        assert paused.lines()[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"  # streamed, not one reply
+        required = await run_client("call", "--url", ws_url, "-p", "hi", "--require-card-signature", cwd=ws)
+        assert required.code == 7 and "no card to verify" in required.err
+
+
+async def test_against_a2a_sdk_reference_server(ws: Path) -> None:
+    async with reference_server(ShoutExecutor()) as url:
+        found = await run_client("discover", "--url", url, cwd=ws)
+        assert found.code == 0 and "reference-agent" in found.out and "shout" in found.out
+        done = await run_client("call", "--url", url, "-p", "hello", cwd=ws)
+        assert done.code == 0, done.err
+        assert "HELLO" in done.out and "● completed" in done.out
+        asked = await run_client("call", "--url", url, "-p", "more?", "--stream", "-o", "json", cwd=ws)
+        assert asked.code == 0, asked.err
+        events = asked.lines()
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        task_id = events[-1]["statusUpdate"]["taskId"]
+        rest = await run_client("call", "--url", url, "--binding", "HTTP+JSON", "-p", "ok", "--task-id", task_id,
+                                "--context-id", events[-1]["statusUpdate"]["contextId"], cwd=ws)
+        assert rest.code == 0 and "OK" in rest.out, rest.err
+        got = (await run_client("task-get", "--url", url, "--task-id", task_id, "-o", "json", cwd=ws)).json()
+        assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+        listed = await run_client("task-list", "--url", url, cwd=ws)
+        assert listed.code == 0 and "completed" in listed.out, listed.err
+        cancel = await run_client("task-cancel", "--url", url, "--task-id", task_id, cwd=ws)
+        assert cancel.code == 8 and "TaskNotCancelable" in cancel.err
+        push = await run_client("push-config-list", "--url", url, "--task-id", task_id, cwd=ws)
+        assert push.code == 8  # the reference server has no push notifications: a clear A2A error
