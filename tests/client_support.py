@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +40,44 @@ def client_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+_IN_PROCESS = threading.Lock()  # one in-process run at a time: it swaps sys.stdout and the working directory
+
+
 async def run_client(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None,
                      stdin: bytes | None = None) -> Result:
-    """``iac-code a2a-client <args>`` with pipes (not a terminal): its exit code, stdout and stderr."""
+    """``iac-code a2a-client <args>`` through the CLI entry point, in this process (pipes, not a terminal).
+
+    It runs on a worker thread with its own event loop, as the command does in its own
+    process, while the test's loop keeps serving the server. :func:`run_process` runs it
+    as a separate process instead.
+    """
+    return await asyncio.wait_for(asyncio.to_thread(_invoke, args, cwd, env, stdin), CLI_SECONDS)
+
+
+def _invoke(args: Sequence[str], cwd: Path | None, env: Mapping[str, str] | None, stdin: bytes | None) -> Result:
+    from click.testing import CliRunner
+
+    from iac_code.cli import main
+
+    variables: dict[str, str | None] = {k: None for k in os.environ if k.startswith("IACCODE_A2A_")}
+    variables.update(env or {})
+    with _IN_PROCESS:
+        previous = os.getcwd()
+        if cwd is not None:
+            os.chdir(cwd)
+            variables["PWD"] = str(cwd)
+        try:
+            result = CliRunner().invoke(main, ["a2a-client", *args], input=stdin, env=variables)
+        finally:
+            os.chdir(previous)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a bug in the client, not an exit code: show its traceback
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+async def run_process(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+                      stdin: bytes | None = None) -> Result:
+    """``iac-code a2a-client <args>`` as its own process (pipes): its exit code, stdout and stderr."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "iac_code.cli", "a2a-client", *args, cwd=str(cwd) if cwd else None,
         env=client_env(env), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -18,9 +18,10 @@ import pytest
 from aiohttp import web
 
 from iac_code.testing import start_server
-from tests.client_support import Result, run_client, start_client
+from tests.client_support import Result, run_client, run_process, start_client
 
 VPC = "Create a VPC with two vSwitches."
+SECRET = "a-card-signing-secret-of-32-bytes!"
 
 
 @pytest.fixture
@@ -44,21 +45,22 @@ def _paused(result: Result) -> dict[str, Any]:
 
 
 async def test_a_first_session(ws: Path) -> None:
+    """The README's first session, each command its own process as a user runs it."""
     async with start_server() as server:
         url = server.url
-        found = await run_client("discover", "--url", url, cwd=ws)
+        found = await run_process("discover", "--url", url, cwd=ws)
         assert found.code == 0, found.err
         assert "JSONRPC" in found.out and "iac_generation" in found.out and "Capabilities: streaming" in found.out
-        card = (await run_client("discover", "--url", url, "-o", "json", cwd=ws)).json()
+        card = (await run_process("discover", "--url", url, "-o", "json", cwd=ws)).json()
         assert card["supportedInterfaces"][0]["protocolBinding"] == "JSONRPC"
 
-        hello = await run_client("call", "--url", url, "-p", "hello", cwd=ws)
+        hello = await run_process("call", "--url", url, "-p", "hello", cwd=ws)
         assert hello.code == 0, hello.err
         assert "offline engine" in hello.out
         assert hello.out.count("offline engine") == 1  # the answer once, not once per history entry
         assert "● input-required" in hello.out and "\x1b[" not in hello.out  # no colour into a pipe
 
-        paused = await run_client("call", "--url", url, "-p", VPC, "--stream", "-o", "json", cwd=ws)
+        paused = await run_process("call", "--url", url, "-p", VPC, "--stream", "-o", "json", cwd=ws)
         envelope = _paused(paused)
         events = paused.lines()[:-1]
         assert events[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
@@ -69,24 +71,24 @@ async def test_a_first_session(ws: Path) -> None:
         assert envelope["toolName"] == "write_file" and envelope["kind"] == "permission"
         assert not (ws / "template.ros.yaml").exists()
 
-        answered = await run_client("call", "--url", url, "--answer", "allow_once", "--task-id",
+        answered = await run_process("call", "--url", url, "--answer", "allow_once", "--task-id",
                                     envelope["requestTaskId"], "--context-id", envelope["contextId"], cwd=ws)
         assert answered.code == 0, answered.err
         assert "artifact template.ros.yaml" in answered.out and "KB" in answered.out
         assert "ALIYUN::ECS::VSwitch" in (ws / "template.ros.yaml").read_text()
 
-        again = await run_client("call", "--url", url, "--answer", "deny", "--task-id", envelope["requestTaskId"],
+        again = await run_process("call", "--url", url, "--answer", "deny", "--task-id", envelope["requestTaskId"],
                                  cwd=ws)
         assert again.code == 1 and "is not waiting for a permission answer" in again.err
 
-        task = (await run_client("task-get", "--url", url, "--task-id", envelope["requestTaskId"], "-o", "json",
+        task = (await run_process("task-get", "--url", url, "--task-id", envelope["requestTaskId"], "-o", "json",
                                  cwd=ws)).json()
         assert task["id"] == envelope["requestTaskId"] and task["artifacts"][0]["name"] == "template.ros.yaml"
-        short = (await run_client("task-get", "--url", url, "--task-id", envelope["requestTaskId"],
+        short = (await run_process("task-get", "--url", url, "--task-id", envelope["requestTaskId"],
                                   "--history-length", "1", "-o", "json", cwd=ws)).json()
         assert len(short["history"]) == 1
 
-        listed = await run_client("task-list", "--url", url, cwd=ws)
+        listed = await run_process("task-list", "--url", url, cwd=ws)
         assert listed.code == 0, listed.err
         header, rule = listed.out.splitlines()[:2]
         assert header.split() == ["ID", "Status", "Context", "Updated", "Message"] and set(rule) <= {"-", " "}
@@ -253,8 +255,8 @@ async def test_config_file_errors(ws: Path, tmp_path: Path) -> None:
 
 
 async def test_signed_card_verification(ws: Path) -> None:
-    async with start_server({"signing-secret": "s3cret-value"}) as signed, start_server() as unsigned:
-        good = await run_client("discover", "--url", signed.url, "--verify-card-secret", "s3cret-value", cwd=ws)
+    async with start_server({"signing-secret": SECRET}) as signed, start_server() as unsigned:
+        good = await run_client("discover", "--url", signed.url, "--verify-card-secret", SECRET, cwd=ws)
         assert good.code == 0 and "Signature: signed (kid default)" in good.out
         wrong = await run_client("discover", "--url", signed.url, "--verify-card-secret", "other", cwd=ws)
         assert wrong.code == 7
@@ -269,7 +271,7 @@ async def test_signed_card_verification(ws: Path) -> None:
         served = (await run_client("discover", "--url", signed.url, "-o", "json", cwd=ws)).json()
         served["description"] = "tampered"
         async with _static_card(served) as tampered_url:
-            tampered = await run_client("discover", "--url", tampered_url, "--verify-card-secret", "s3cret-value",
+            tampered = await run_client("discover", "--url", tampered_url, "--verify-card-secret", SECRET,
                                         cwd=ws)
             assert tampered.code == 7 and "signature-mismatch" in tampered.err
 

@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import aiohttp
 from a2a.types.a2a_pb2 import AgentCard, AgentCardSignature
 from a2a.utils.signing import InvalidSignaturesError, NoSignatureError, create_signature_verifier
 from google.protobuf.json_format import ParseDict, ParseError
@@ -476,6 +475,8 @@ class CardVerifier:
 
     async def _fetch(self, url: str, previous: _CacheEntry | None) -> _CacheEntry:
         """GET the JWKS (no credentials; conditional on the cached ``ETag``), then cache it per ``Cache-Control``."""
+        import aiohttp  # only a client that verifies against a remote JWKS needs it
+
         headers = {"Accept": "application/json"}
         if previous is not None and previous.etag:
             headers["If-None-Match"] = previous.etag

@@ -46,7 +46,26 @@ def _fail(message: str) -> None:
     sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The top-level group; ``a2a-client`` is imported only when it runs (the server never pays for it)."""
+
+    LAZY = {"a2a-client": "iac_code.client.commands:client"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            # a2a-sdk reads its tracing switch when first imported: a client traces only when asked to.
+            os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+            import importlib
+
+            module, _, attr = self.LAZY[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="iac-code")
 def main() -> None:
     """iac-code: Infrastructure-as-Code assistant for Alibaba Cloud."""
@@ -250,15 +269,6 @@ def keys_list(config_path: str, output: str) -> None:
         return
     for key in described:
         click.echo("  ".join(str(key.get(field, "")) for field in ("kid", "alg", "status", "createdAt", "retiredAt")))
-
-
-def _register_client() -> None:
-    from iac_code.client.commands import client
-
-    main.add_command(client)
-
-
-_register_client()
 
 
 def _issuer(config: Any) -> str:

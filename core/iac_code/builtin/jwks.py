@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from iac_code import jsonio
 from iac_code.hookspecs import hookimpl
 from iac_code.records import HttpRouteSpec
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from iac_code.kernel import Kernel
 
 JWKS_PATH = "/.well-known/jwks.json"
@@ -28,6 +28,7 @@ MAX_AGE = 300
 def iac_code_http_routes(kernel: Kernel | None) -> list[HttpRouteSpec]:
     if kernel is None or not (kernel.config.push_signing or kernel.signing_keys is not None):
         return []
+    from aiohttp import web
 
     async def jwks(request: web.Request) -> web.Response:
         assert kernel is not None

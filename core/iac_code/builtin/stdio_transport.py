@@ -22,11 +22,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
-from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
 from iac_code.records import ClientTarget, InterfaceInfo, TransportSpec
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
+    from iac_code.ndjson import NdjsonSession
     from iac_code.transport_clients import NdjsonClient
 
 logger = logging.getLogger(__name__)
@@ -102,6 +102,8 @@ class StdioTransport:
 
     async def start(self) -> list[InterfaceInfo]:
         """Connect stdin/stdout to an NDJSON session."""
+        from iac_code.ndjson import NdjsonSession, reader_limit  # the server's framing, not needed to register
+
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=reader_limit(self.kernel))
         stdin_file = os.fdopen(os.dup(sys.stdin.fileno()), "rb", 0)
@@ -138,6 +140,8 @@ class StdioTransport:
 
     async def stop(self) -> None:
         """End the session (in-flight requests get their grace period) and give stdout back."""
+        from iac_code.ndjson import grace_seconds
+
         self._stopping = True
         if self._session is not None:
             self._session.end_reading()

@@ -9,13 +9,14 @@ code :class:`~iac_code.client.errors.ExitCode` documents (docs/client.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from functools import wraps
 from typing import Any
 
@@ -64,8 +65,27 @@ def _connection_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return _auth_options(f)
 
 
-def _command(f: Callable[..., Coroutine[Any, Any, int | None]]) -> Callable[..., None]:
-    """Run the async body on one event loop; map every failure to its exit code and one stderr line."""
+@contextlib.contextmanager
+def _quiet(debug: bool) -> Iterator[None]:
+    """Without ``--debug``: no library warnings or log chatter in the user's output (restored afterwards)."""
+    if debug:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in ("httpx", "httpcore", "a2a", "grpc")]
+    levels = [lg.level for lg in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short HMAC keys and the like: not the command's output
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, levels, strict=True):
+                lg.setLevel(level)
+
+
+def _command(f: Callable[[_Run], int | None]) -> Callable[..., None]:
+    """Run the body with one event loop runner; map every failure to its exit code and one stderr line."""
 
     @wraps(f)
     @click.pass_context
@@ -74,7 +94,7 @@ def _command(f: Callable[..., Coroutine[Any, Any, int | None]]) -> Callable[...,
         settings = Settings(ctx, state.config)
         view = _view(settings)
         code: int = ExitCode.OK
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with _quiet(state.debug), asyncio.Runner(loop_factory=_loop_factory()) as runner:
             try:
                 code = f(_Run(settings, view, runner)) or ExitCode.OK
             except click.exceptions.Exit:
@@ -154,13 +174,8 @@ def client(ctx: click.Context, config_path: str, debug: bool) -> None:
     except ImportError:
         click.echo(MISSING_DEPENDENCIES, err=True)
         ctx.exit(1)
-    os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    if not debug:
-        warnings.filterwarnings("ignore")  # library warnings (short HMAC keys, ...) are not the user's output
-        for noisy in ("httpx", "httpcore", "a2a", "grpc"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
     config: dict[str, Any] = {}
     if ctx.invoked_subcommand != "route-preview":
         try:

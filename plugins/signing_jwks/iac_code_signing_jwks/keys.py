@@ -43,14 +43,12 @@ from iac_code.push_crypto import write_new_private_file
 from iac_code.push_signing import key_id
 from iac_code.push_signing import public_jwks as _public_jwks
 from iac_code.storage import atomic_write, file_lock, private_dir
+from iac_code_signing_jwks.algorithms import DEFAULT_ALGORITHM, canonical_algorithm
 
 logger = logging.getLogger(__name__)
 
 STORE_FILE = "signing_keys.json"
 STORE_VERSION = 1
-DEFAULT_ALGORITHM = "ES256"
-# What ``signing-algorithm`` may name (generated keys; RS256/PS256 also choose the algorithm of RSA key files).
-ALGORITHMS = ("ES256", "ES384", "RS256", "PS256", "EdDSA")
 RSA_BITS = 3072
 DAY_SECONDS = 86_400.0
 # How often at most the store's stat signature is compared (a rotation by another process).
@@ -67,15 +65,6 @@ _MIN_RSA_BITS = 2048
 
 class SigningKeyError(ValueError):
     """A signing key or key store that cannot be used or changed; the message names the file, never key material."""
-
-
-def canonical_algorithm(name: str) -> str:
-    """``name`` spelled as :data:`ALGORITHMS` spells it (case-insensitive); ``ValueError`` when it is not one of them."""
-    wanted = name.strip().lower() if isinstance(name, str) else ""
-    for algorithm in ALGORITHMS:
-        if algorithm.lower() == wanted:
-            return algorithm
-    raise ValueError(f"'signing-algorithm': must be one of {', '.join(ALGORITHMS)} (not {name!r})")
 
 
 def key_algorithm(key: jwk.JWK, configured: str | None = None, *, source: str = "signing key") -> str:

@@ -21,12 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import CardSignerSpec, normalise_name
-from iac_code_signing_jwks.keys import ALGORITHMS, DEFAULT_ALGORITHM, JwksKeySet, KeyEntry, SigningKeyError, canonical_algorithm
+from iac_code_signing_jwks.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, canonical_algorithm
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
 
     from iac_code.kernel import Kernel
+    from iac_code_signing_jwks.keys import JwksKeySet, KeyEntry
 
 SIGNER_NAME = "jwks"
 JWKS_PATH = ".well-known/jwks.json"
@@ -94,6 +95,8 @@ def create_key_set(config: Any, state_dir: Path) -> JwksKeySet:
 
     :class:`~iac_code.errors.StartupError` when a key file or the key store is unusable.
     """
+    from iac_code_signing_jwks.keys import JwksKeySet, SigningKeyError
+
     settings = settings_of(config)
     directory = Path(state_dir).expanduser().resolve()
     files = tuple(str(Path(os.path.expanduser(name)).resolve()) for name in settings.signing_key_files)
