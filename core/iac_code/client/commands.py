@@ -362,9 +362,8 @@ def _ask_permission(view: Any) -> Callable[[dict[str, Any]], str]:
     def ask(envelope: dict[str, Any]) -> str:
         labels = {o.get("id"): o.get("label") for o in envelope.get("options", []) if isinstance(o, dict)}
         allow, deny = labels.get("allow_once") or "Allow once", labels.get("deny") or "Deny"
-        prompt = str(envelope.get("prompt") or "Allow?")
-        while True:
-            reply = view.console.input(f"{prompt} [a] {allow} / [d] {deny}: ", markup=False).strip().lower()
+        while True:  # the envelope's title is on screen already; its localised option labels are the question
+            reply = view.console.input(f"[a] {allow} / [d] {deny}: ", markup=False).strip().lower()
             if reply in ("a", "allow", "allow_once", "allow once", "y", "yes", "1"):
                 return "allow_once"
             if reply in ("d", "deny", "n", "no", "2"):
