@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,10 +45,16 @@ async def _scenario(url: str, binding: str, ws: Path) -> None:
                                "json", cwd=ws)
     assert created.code == 0 and created.json()["id"] == hook, (binding, created.err)
     assert (await run_client("push-config-get", *b, *push, cwd=ws)).code == 0
+    configs = (await run_client("push-config-list", *b, "--task-id", task_id, "-o", "json", cwd=ws)).json()
+    assert [c["id"] for c in configs["configs"]] == [hook], binding
     assert (await run_client("push-config-delete", *b, *push, cwd=ws)).code == 0
     missing = await run_client("push-config-get", *b, *push, cwd=ws)
     assert missing.code == 8, binding
     other = (await run_client("call", *b, "-p", VPC, "-o", "json", cwd=ws)).lines()[-1]["permissionRequest"]
+    followed = await run_client("task-subscribe", *b, "--task-id", other["requestTaskId"], "-o", "json", cwd=ws)
+    assert [e["task"]["status"]["state"] for e in followed.lines()] == ["TASK_STATE_INPUT_REQUIRED"], binding
+    card = (await run_client("extended-card", *b, "-o", "json", cwd=ws)).json()
+    assert any(s["id"] == "iac_code_runtime_details" for s in card["skills"]), binding
     canceled = await run_client("task-cancel", *b, "--task-id", other["requestTaskId"], "-o", "json", cwd=ws)
     assert canceled.json()["status"]["state"] == "TASK_STATE_CANCELED", binding
     unknown = await run_client("task-get", *b, "--task-id", "nope", cwd=ws)
@@ -87,6 +94,29 @@ async def test_a_websocket_url_is_called_directly(ws: Path) -> None:
         assert paused.lines()[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"  # streamed, not one reply
         required = await run_client("call", "--url", ws_url, "-p", "hi", "--require-card-signature", cwd=ws)
         assert required.code == 7 and "no card to verify" in required.err
+
+
+async def test_unix_and_stdio_urls(ws: Path, tmp_path: Path) -> None:
+    socket_path = tmp_path / "iac.sock"
+    async with start_server({"transport": ["http", "unix"], "socket-path": str(socket_path)}) as server:
+        paused = await run_client("call", "--url", f"unix://{socket_path}", "-p", VPC, "--stream", "-o", "json",
+                                  cwd=ws)
+        assert paused.code == 11, paused.err
+        envelope = paused.lines()[-1]["permissionRequest"]
+        answered = await run_client("call", "--url", f"unix://{socket_path}", "--answer", "allow_once",
+                                    "--task-id", envelope["requestTaskId"], cwd=ws)
+        assert answered.code == 0 and (ws / "template.ros.yaml").exists(), answered.err
+        over_http = await run_client("task-get", "--url", server.url, "--task-id", envelope["requestTaskId"], cwd=ws)
+        assert over_http.code == 0  # one server, two transports
+    server_config = tmp_path / "server.yml"
+    server_config.write_text(f"persistence-dir: {tmp_path / 'stdio-state'}\n")
+    client_config = tmp_path / "a2a-client.yml"
+    client_config.write_text(f"stdio-command: {sys.executable} -m iac_code.cli a2a --transport stdio "
+                             f"--config {server_config}\n")
+    spawned = await run_client("--config", str(client_config), "call", "--url", "stdio://iac-code", "-p", "hello",
+                               cwd=ws)
+    assert spawned.code == 0, spawned.err
+    assert "offline engine" in spawned.out
 
 
 async def test_against_a2a_sdk_reference_server(ws: Path) -> None:
