@@ -23,3 +23,12 @@ async def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A client's working directory, inside the server's allowed workspace roots (the system temp dir)."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder

@@ -6,8 +6,6 @@ import asyncio
 import sys
 from pathlib import Path
 
-import pytest
-
 from iac_code.testing import start_server
 from tests.byo_agent import ShoutExecutor
 from tests.client_support import reference_server, run_client
@@ -17,12 +15,6 @@ SETTINGS = {"transport": ["http", "grpc", "websocket"], "grpc-port": 0, "push-no
             "push-allowed-hosts": ["127.0.0.1"]}
 
 
-@pytest.fixture
-def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    return folder
 
 
 async def _scenario(url: str, binding: str, ws: Path) -> None:

@@ -14,7 +14,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
 
 from iac_code.testing import start_server
@@ -24,13 +23,6 @@ VPC = "Create a VPC with two vSwitches."
 SECRET = "a-card-signing-secret-of-32-bytes!"
 
 
-@pytest.fixture
-def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The client's working directory (inside the server's allowed roots: the system temp dir)."""
-    monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    return folder
 
 
 def _paused(result: Result) -> dict[str, Any]:

@@ -16,12 +16,6 @@ from tests.runtimes import GatedRuntimePlugin
 VPC = "Create a VPC with two vSwitches."
 
 
-@pytest.fixture
-def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    return folder
 
 
 async def _expect(child: Any, pattern: str) -> None:

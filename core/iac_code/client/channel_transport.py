@@ -9,7 +9,8 @@ on a channel that a transport plugin's ``TransportSpec.connect`` opens on first 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -28,6 +29,19 @@ class ChannelUnavailableError(A2AClientError):
     """The channel could not be opened or broke (refused, closed, unreachable)."""
 
 
+@contextlib.contextmanager
+def _as_client_errors() -> Iterator[None]:
+    """A channel's own failures as the SDK's client errors (a timeout, or the connection is unusable)."""
+    try:
+        yield
+    except (A2AClientError, StopAsyncIteration):
+        raise
+    except TimeoutError as exc:
+        raise A2AClientTimeoutError("Client Request timed out") from exc
+    except Exception as exc:
+        raise ChannelUnavailableError(f"Network communication error: {type(exc).__name__}") from exc
+
+
 class ChannelTransport(JsonRpcTransport):
     """JSON-RPC over a :class:`JsonRpcChannel`; ``target`` carries the headers sent on every call."""
 
@@ -42,14 +56,8 @@ class ChannelTransport(JsonRpcTransport):
     async def _open(self) -> JsonRpcChannel:
         async with self._lock:
             if self._channel is None:
-                try:
+                with _as_client_errors():
                     self._channel = await asyncio.wait_for(self._connect(self.target), self.target.timeout)
-                except TimeoutError as exc:
-                    raise A2AClientTimeoutError("Client Request timed out") from exc
-                except A2AClientError:
-                    raise
-                except Exception as exc:
-                    raise ChannelUnavailableError(f"Network communication error: {type(exc).__name__}") from exc
             return self._channel
 
     def _headers(self, context: ClientCallContext | None) -> dict[str, str]:
@@ -65,15 +73,9 @@ class ChannelTransport(JsonRpcTransport):
     async def _send_request(self, payload: dict[str, Any],
                             context: ClientCallContext | None = None) -> dict[str, Any]:
         channel = await self._open()
-        try:
+        with _as_client_errors():
             reply = await asyncio.wait_for(channel.request(payload, headers=self._headers(context)),
                                            self._timeout(context, self.target.timeout))
-        except TimeoutError as exc:
-            raise A2AClientTimeoutError("Client Request timed out") from exc
-        except A2AClientError:
-            raise
-        except Exception as exc:
-            raise ChannelUnavailableError(f"Network communication error: {type(exc).__name__}") from exc
         return self._check_jsonrpc_response(reply)
 
     async def _send_stream_request(self, rpc_request_payload: dict[str, Any],
@@ -83,13 +85,10 @@ class ChannelTransport(JsonRpcTransport):
         try:
             while True:
                 try:
-                    frame = await anext(frames)
+                    with _as_client_errors():
+                        frame = await anext(frames)
                 except StopAsyncIteration:
                     return
-                except A2AClientError:
-                    raise
-                except Exception as exc:
-                    raise ChannelUnavailableError(f"Network communication error: {type(exc).__name__}") from exc
                 response = self._check_jsonrpc_response(frame)
                 yield parse_lenient(response["result"], StreamResponse())
         finally:

@@ -136,6 +136,15 @@ class _Run:
         self.settings = settings
         self.view = view
         self.runner = runner
+        self.connector: Any = None  # set when the agent is opened
+
+    def context(self, unary: bool = True) -> Any:
+        """A call context with the credentials (every binding carries them) and, for unary calls, the timeout."""
+        from a2a.client import ClientCallContext
+
+        headers = self.connector.auth.headers() if self.connector is not None else {}
+        return ClientCallContext(service_parameters=headers,
+                                 timeout=self.settings.number("timeout", 30.0) if unary else None)
 
     def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         try:
@@ -206,19 +215,9 @@ def _connector(r: _Run) -> Any:
                      binding=s.text("binding"), options=options)
 
 
-def _context(r: _Run, unary: bool = True) -> Any:
-    from a2a.client import ClientCallContext
-
-    connector = r.__dict__.get("_connector_cache")
-    headers = connector.auth.headers() if connector is not None else {}
-    return ClientCallContext(service_parameters=headers,
-                             timeout=r.settings.number("timeout", 30.0) if unary else None)
-
-
 async def _open(r: _Run, url: str, streaming: bool = True) -> Any:
-    connector = _connector(r)
-    r.__dict__["_connector_cache"] = connector
-    return await connector.open(url, streaming=streaming)
+    r.connector = _connector(r)
+    return await r.connector.open(url, streaming=streaming)
 
 
 def _unary(r: _Run, call: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
@@ -228,7 +227,8 @@ def _unary(r: _Run, call: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
     async def body() -> Any:
         agent = await _open(r, url)
         try:
-            return ev.as_json(await call(agent))
+            result = await call(agent)
+            return None if result is None else ev.as_json(result)
         finally:
             await agent.aclose()
 
@@ -276,7 +276,7 @@ def call(r: _Run) -> int:
     interactive = not r.json and sys.stdin.isatty() and sys.stdout.isatty()
     agent = r.run(_open(r, url, streaming=stream))
     session = CallSession(runner=r.runner, agent=agent, view=r.view, interactive=interactive,
-                          headers=r.__dict__["_connector_cache"].auth.headers(), timeout=s.number("timeout", 30.0),
+                          headers=r.connector.auth.headers(), timeout=s.number("timeout", 30.0),
                           ask=_ask_permission(r.view) if interactive else None,
                           confirm=_confirm(r.view) if interactive else None)
     try:
@@ -436,7 +436,7 @@ def task_get(r: _Run) -> int:
     length = r.settings.integer("history_length")
     if length is not None:
         request.history_length = length
-    r.view.result(_unary(r, lambda agent: agent.client.get_task(request, context=_context(r))))
+    r.view.result(_unary(r, lambda agent: agent.client.get_task(request, context=r.context())))
     return ExitCode.OK
 
 
@@ -449,7 +449,7 @@ def task_cancel(r: _Run) -> int:
     from a2a.types.a2a_pb2 import CancelTaskRequest
 
     request = CancelTaskRequest(id=r.settings.required("task_id"))
-    r.view.result(_unary(r, lambda agent: agent.client.cancel_task(request, context=_context(r))))
+    r.view.result(_unary(r, lambda agent: agent.client.cancel_task(request, context=r.context())))
     return ExitCode.OK
 
 
@@ -487,7 +487,7 @@ def task_list(r: _Run) -> int:
         pages: list[dict[str, Any]] = []
         try:
             while True:
-                page = ev.as_json(await agent.client.list_tasks(request, context=_context(r)))
+                page = ev.as_json(await agent.client.list_tasks(request, context=r.context()))
                 pages.append(page)
                 token = page.get("nextPageToken", "")
                 if not follow or not token or len(pages) >= 10_000:
@@ -591,7 +591,7 @@ def task_subscribe(r: _Run) -> int:
     async def body() -> None:
         agent = await _open(r, url)
         try:
-            stream = agent.client.subscribe(request, context=_context(r, unary=False))
+            stream = agent.client.subscribe(request, context=r.context(unary=False))
             try:
                 async for response in stream:
                     event = ev.as_json(response)
@@ -614,10 +614,14 @@ def task_subscribe(r: _Run) -> int:
 # ----------------------------------------------------------------------------- push configs and the extended card
 
 
+def _push_config_target(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--config-id", default="", help="The push config id.")(f)
+    return click.option("--task-id", default="", help="The task.")(f)
+
+
 @client.command("push-config-create")
 @_connection_options
-@click.option("--task-id", default="", help="The task.")
-@click.option("--config-id", default="", help="The push config id.")
+@_push_config_target
 @click.option("--callback-url", default="", help="Where the agent POSTs notifications.")
 @click.option("--notification-token", default="", help="Token the agent sends back with each notification.")
 @click.option("--auth-scheme", default="", help="Authentication scheme of the callback (e.g. Bearer).")
@@ -636,14 +640,13 @@ def push_config_create(r: _Run) -> int:
         config.authentication.scheme = s.text("auth_scheme")
         config.authentication.credentials = s.text("auth_credentials")
     r.view.result(_unary(r, lambda agent: agent.client.create_task_push_notification_config(
-        config, context=_context(r))))
+        config, context=r.context())))
     return ExitCode.OK
 
 
 @client.command("push-config-get")
 @_connection_options
-@click.option("--task-id", default="", help="The task.")
-@click.option("--config-id", default="", help="The push config id.")
+@_push_config_target
 @_command
 def push_config_get(r: _Run) -> int:
     """Show one push notification config."""
@@ -652,7 +655,7 @@ def push_config_get(r: _Run) -> int:
     request = GetTaskPushNotificationConfigRequest(task_id=r.settings.required("task_id"),
                                                    id=r.settings.required("config_id"))
     r.view.result(_unary(r, lambda agent: agent.client.get_task_push_notification_config(
-        request, context=_context(r))))
+        request, context=r.context())))
     return ExitCode.OK
 
 
@@ -674,14 +677,13 @@ def push_config_list(r: _Run) -> int:
     if s.text("page_token"):
         request.page_token = s.text("page_token")
     r.view.result(_unary(r, lambda agent: agent.client.list_task_push_notification_configs(
-        request, context=_context(r))))
+        request, context=r.context())))
     return ExitCode.OK
 
 
 @client.command("push-config-delete")
 @_connection_options
-@click.option("--task-id", default="", help="The task.")
-@click.option("--config-id", default="", help="The push config id.")
+@_push_config_target
 @_command
 def push_config_delete(r: _Run) -> int:
     """Delete a push notification config."""
@@ -689,16 +691,7 @@ def push_config_delete(r: _Run) -> int:
 
     request = DeleteTaskPushNotificationConfigRequest(task_id=r.settings.required("task_id"),
                                                       id=r.settings.required("config_id"))
-    url = r.settings.required("url")
-
-    async def body() -> None:
-        agent = await _open(r, url)
-        try:
-            await agent.client.delete_task_push_notification_config(request, context=_context(r))
-        finally:
-            await agent.aclose()
-
-    r.run(body())
+    _unary(r, lambda agent: agent.client.delete_task_push_notification_config(request, context=r.context()))
     r.view.result({"deleted": True, "taskId": request.task_id, "id": request.id})
     return ExitCode.OK
 
@@ -711,7 +704,7 @@ def extended_card(r: _Run) -> int:
     from a2a.types.a2a_pb2 import GetExtendedAgentCardRequest
 
     r.view.result(_unary(r, lambda agent: agent.client.get_extended_agent_card(
-        GetExtendedAgentCardRequest(), context=_context(r))))
+        GetExtendedAgentCardRequest(), context=r.context())))
     return ExitCode.OK
 
 
