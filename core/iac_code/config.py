@@ -434,7 +434,7 @@ def load_config(
     return config
 
 
-_SECRET_NAME = re.compile(r"(secret|password|token|api_key$|credential)")
+_SECRET_NAME = re.compile(r"(secret|password|token(?!s)|api_key$|credential)")  # not llm-context-tokens
 
 
 def _masked(name: str, value: Any) -> Any:

@@ -20,6 +20,11 @@ EMPTY_INPUT = N_("A2A server currently accepts text input only.")
 INVALID_WORKSPACE = N_("Invalid A2A workspace metadata.")
 TASK_CANCELED = N_("Task canceled.")
 INTERNAL_FAILURE = N_("The agent runtime failed unexpectedly. The error was logged on the server.")
+AUTH_REQUIRED = N_("Authentication required. Configure credentials and retry.")
+TEMPORARY_ERROR = N_("A temporary error occurred. Please retry.")
+PROVIDER_ERROR = N_("The model provider could not answer this request (HTTP {status}).")
+PROVIDER_BAD_STREAM = N_("The model provider sent an answer that could not be read. Please retry.")
+TOOL_ROUNDS_EXCEEDED = N_("Stopped after {rounds} rounds of tool calls without a final answer.")
 
 # ---------------------------------------------------------------- permission prompt
 PERMISSION_PROMPT = N_("{title} Allow once?")

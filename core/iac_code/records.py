@@ -289,11 +289,16 @@ class AgentRuntimeSpec:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool an agent runtime may call; ``create`` returns the tool object."""
+    """A tool an agent runtime may call; ``create`` returns the tool object.
+
+    ``description`` and ``parameters`` (a JSON Schema of the tool's input) are what a
+    model-driven runtime shows the model, so it can call the tool by name.
+    """
 
     name: str
     create: Callable[[Kernel], Any]
     description: str = ""
+    parameters: Mapping[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------- extra HTTP routes

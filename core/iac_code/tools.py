@@ -81,12 +81,19 @@ class ToolCall:
     allowed: bool = True
 
 
-async def run_tool(tool: Tool, call: ToolCall, context: ToolContext) -> AsyncIterator[RuntimeEvent]:
-    """Emit the lifecycle of one tool call; ``call.outcome`` holds the result afterwards."""
-    yield ToolStarted(call.tool_use_id, call.name)
-    encoded = json.dumps(dict(call.input), ensure_ascii=False)
-    for start in range(0, len(encoded), INPUT_CHUNK):
-        yield ToolInputDelta(call.tool_use_id, call.name, encoded[start:start + INPUT_CHUNK])
+async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
+                   announced: bool = False) -> AsyncIterator[RuntimeEvent]:
+    """Emit the lifecycle of one tool call; ``call.outcome`` holds the result afterwards.
+
+    ``announced``: the runtime already emitted ``ToolStarted`` and the input deltas as
+    the input arrived (a model streaming a call's arguments); the lifecycle goes on from
+    ``ToolInputComplete``.
+    """
+    if not announced:
+        yield ToolStarted(call.tool_use_id, call.name)
+        encoded = json.dumps(dict(call.input), ensure_ascii=False)
+        for start in range(0, len(encoded), INPUT_CHUNK):
+            yield ToolInputDelta(call.tool_use_id, call.name, encoded[start:start + INPUT_CHUNK])
     yield ToolInputComplete(call.tool_use_id, call.name, call.input)
     needs = tool.permission(call.input, context)
     if needs is not None:

@@ -46,6 +46,10 @@ class GenerateTemplate:
     """Generate (or edit, given the previous spec) a ROS or Terraform template."""
 
     name = "generate_template"
+    parameters: Mapping[str, Any] = {
+        "type": "object", "required": ["request"],
+        "properties": {"request": {"type": "string", "description": "What to build, in the user's words."},
+                       "previous": {"type": "object", "description": "The spec of the template to edit (optional)."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
         return None
@@ -66,6 +70,10 @@ class ReviewTemplate:
     """Review a ROS or Terraform template; the JSON report becomes an artifact."""
 
     name = "review_template"
+    parameters: Mapping[str, Any] = {
+        "type": "object", "required": ["text"],
+        "properties": {"text": {"type": "string", "description": "The template text (ROS YAML/JSON or Terraform)."},
+                       "fileName": {"type": "string", "description": "Its file name, if known."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
         return None
@@ -87,6 +95,9 @@ class ConvertTerraform:
     """Convert alicloud Terraform to a ROS template."""
 
     name = "convert_terraform"
+    parameters: Mapping[str, Any] = {
+        "type": "object", "required": ["text"],
+        "properties": {"text": {"type": "string", "description": "alicloud Terraform (HCL) to convert."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
         return None
@@ -103,6 +114,9 @@ class ReadFile:
     """Read a text file inside the workspace (at most 1 MiB)."""
 
     name = "read_file"
+    parameters: Mapping[str, Any] = {
+        "type": "object", "required": ["path"],
+        "properties": {"path": {"type": "string", "description": "Path relative to the workspace."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
         return None
@@ -125,6 +139,10 @@ class WriteFile:
     """Write a file into the workspace (asks permission); the content becomes a task artifact."""
 
     name = "write_file"
+    parameters: Mapping[str, Any] = {
+        "type": "object", "required": ["path", "content"],
+        "properties": {"path": {"type": "string", "description": "Path relative to the workspace."},
+                       "content": {"type": "string", "description": "The whole new content of the file."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
         return Permission(is_read_only=False)
@@ -149,6 +167,10 @@ class AliyunApi:
     """Call the Alibaba Cloud ROS API; write actions are protected."""
 
     name = "aliyun_api"
+    parameters: Mapping[str, Any] = {
+        "type": "object", "required": ["action"],
+        "properties": {"action": {"type": "string", "description": "ROS API action, e.g. ValidateTemplate, CreateStack."},
+                       "params": {"type": "object", "description": "The action's parameters (RegionId, ...)."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
         from iac_code.engine.aliyun_api import is_read_only
@@ -180,8 +202,8 @@ def iac_code_tools() -> list[ToolSpec]:
     def factory(tool: Any) -> Any:
         return lambda kernel: tool
 
-    return [ToolSpec(name=tool.name, create=factory(tool), description=(tool.__doc__ or "").strip())
-            for tool in tools]
+    return [ToolSpec(name=tool.name, create=factory(tool), description=(tool.__doc__ or "").strip(),
+                     parameters=tool.parameters) for tool in tools]
 
 
 def tool_table(kernel: Kernel) -> dict[str, Any]:

@@ -1,0 +1,338 @@
+"""The ``llm`` runtime: a turn is a loop of streamed model calls and the tools the model asks for.
+
+Each round streams one chat completion: text deltas and provider reasoning are passed on
+as they arrive, tool calls as ``ToolStarted`` and argument deltas; when the round ends
+the tools run through :func:`iac_code.tools.run_tool` (so permissions, pauses, audit and
+artifacts are the kernel's, as for every runtime) and their results go back to the model
+for the next round. A round without tool calls ends the turn.
+
+Tools are found through the kernel's tool hook by name; nothing here imports another
+plugin. The API key of a turn (``metadata.iac_code.iac_code_api_key``, else the
+configuration, else ``IAC_CODE_API_KEY``) is only ever put in the ``Authorization``
+header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from iac_code import messages as m
+from iac_code.i18n import Translator, translator
+from iac_code.runtime import (
+    RuntimeEvent,
+    TextDelta,
+    Thinking,
+    ToolFailed,
+    ToolInputDelta,
+    ToolStarted,
+    TurnFailed,
+    TurnRequest,
+    Usage,
+)
+from iac_code.tools import ToolCall, ToolContext, run_tool
+from iac_code_runtime_llm import conversation
+from iac_code_runtime_llm.provider import Endpoint, ProviderError, stream_chat
+
+if TYPE_CHECKING:
+    from iac_code.kernel import Kernel
+
+DEFAULT_MODEL = "qwen-plus"
+BACKOFF_CAP = 8.0
+RETRY_AFTER_CAP = 30.0
+_TRUE = {"1", "true", "t", "yes", "y", "on", "enable", "enabled"}
+_FALSE = {"0", "false", "f", "no", "n", "off", "disable", "disabled"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The runtime's settings, read once from the configuration (``llm-*``) and the environment."""
+
+    base_url: str
+    model: str = ""
+    api_key: str = ""
+    provider: str = "auto"
+    timeout: float = 120.0
+    max_tool_rounds: int = 8
+    context_tokens: int = 32_000
+    max_retries: int = 3
+    retry_backoff: float = 0.5
+
+    def __repr__(self) -> str:  # no key in a log line
+        return f"Settings(base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def dialect(self) -> str:
+        if self.provider != "auto":
+            return self.provider
+        return "dashscope" if "dashscope" in (urlsplit(self.base_url).hostname or "") else "openai"
+
+
+@dataclass
+class _Call:
+    index: int
+    call_id: str = ""
+    name: str = ""
+    arguments: str = ""
+    announced: bool = False
+    pending: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Round:
+    """What one streamed completion produced."""
+
+    turn_id: str
+    text: str = ""
+    calls: dict[int, _Call] = field(default_factory=dict)
+    usage: tuple[int, int] | None = None
+    produced: bool = False
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[RuntimeEvent]:
+        events: list[RuntimeEvent] = []
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        choices = chunk.get("choices")
+        delta = choices[0].get("delta") if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+            else None
+        if not isinstance(delta, dict):
+            return events
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            events.append(Thinking(reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.text += content
+            events.append(TextDelta(content))
+        for piece in delta.get("tool_calls") or []:
+            if isinstance(piece, dict):
+                events.extend(self._tool_piece(piece))
+        self.produced = self.produced or bool(events)
+        return events
+
+    def _tool_piece(self, piece: Mapping[str, Any]) -> list[RuntimeEvent]:
+        index = piece.get("index") if isinstance(piece.get("index"), int) else len(self.calls)
+        call = self.calls.setdefault(index, _Call(index))
+        if isinstance(piece.get("id"), str) and piece["id"] and not call.call_id:
+            call.call_id = piece["id"]
+        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        if isinstance(function.get("name"), str) and function["name"]:
+            call.name += function["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            call.arguments += arguments
+            call.pending.append(arguments)
+        # A name may come in pieces: the call is announced once its arguments start (or the round ends).
+        return self._announce(call) if call.name and call.pending else []
+
+    def _announce(self, call: _Call) -> list[RuntimeEvent]:
+        if not call.call_id:
+            call.call_id = f"{self.turn_id}-call-{call.index}"
+        events: list[RuntimeEvent] = []
+        if not call.announced:
+            call.announced = True
+            events.append(ToolStarted(call.call_id, call.name))
+        events.extend(ToolInputDelta(call.call_id, call.name, part) for part in call.pending)
+        call.pending.clear()
+        return events
+
+    def flush(self) -> list[RuntimeEvent]:
+        """Announce the calls whose arguments never started (a tool called with no input)."""
+        events = [e for i in sorted(self.calls) if self.calls[i].name for e in self._announce(self.calls[i])]
+        self.produced = self.produced or bool(events)
+        return events
+
+
+class LlmRuntime:
+    """An agent runtime driven by a model (see the module docstring)."""
+
+    name = "llm"
+
+    def __init__(self, settings: Settings, tools: Mapping[str, tuple[Any, Any]],
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self._tools = dict(tools)  # tool name → (ToolSpec, tool object)
+        self._env = os.environ if environ is None else environ
+
+    @classmethod
+    def from_kernel(cls, kernel: Kernel) -> LlmRuntime:
+        c = kernel.config
+        settings = Settings(base_url=c.llm_base_url, model=c.llm_model, api_key=c.llm_api_key,
+                            provider=c.llm_provider, timeout=c.llm_timeout, max_tool_rounds=c.llm_max_tool_rounds,
+                            context_tokens=c.llm_context_tokens, max_retries=c.llm_max_retries,
+                            retry_backoff=c.llm_retry_backoff)
+        tools = {p.record.name: (p.record, p.record.create(kernel)) for p in kernel.plugins.tools().values()}
+        return cls(settings, tools)
+
+    # ------------------------------------------------------------------ the request
+
+    def _model(self, turn: TurnRequest) -> str:
+        chosen = turn.metadata.get("iac_code_model")
+        if isinstance(chosen, str) and chosen.strip():
+            return chosen.strip()
+        return self.settings.model or self._env.get("IAC_CODE_MODEL", "").strip() or DEFAULT_MODEL
+
+    def _key(self, turn: TurnRequest) -> str:
+        chosen = turn.metadata.get("iac_code_api_key")
+        if isinstance(chosen, str) and chosen.strip():
+            return chosen.strip()
+        return self.settings.api_key or self._env.get("IAC_CODE_API_KEY", "").strip()
+
+    def _tool_definitions(self) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {
+            "name": name, "description": spec.description or name,
+            "parameters": dict(spec.parameters or {"type": "object", "properties": {}})}}
+            for name, (spec, _tool) in sorted(self._tools.items())]
+
+    def _thinking(self, turn: TurnRequest) -> dict[str, Any]:
+        raw = turn.metadata.get("thinking")
+        options = dict(raw) if isinstance(raw, dict) else {}
+        for alias, key in (("thinking_enabled", "enabled"), ("thinkingEnabled", "enabled"),
+                           ("thinking_effort", "effort"), ("thinkingEffort", "effort"),
+                           ("thinking_budget", "budget"), ("thinkingBudget", "budget")):
+            for source in (options, turn.metadata):
+                if alias in source and key not in options:
+                    options[key] = source[alias]
+        enabled = _flag(options.get("enabled"))
+        effort = options.get("effort") if isinstance(options.get("effort"), str) and options["effort"].strip() else ""
+        budget = _positive_int(options.get("budget"))
+        body: dict[str, Any] = {}
+        if self.settings.dialect == "dashscope":
+            if enabled is not None:
+                body["enable_thinking"] = enabled
+            if budget is not None:
+                body["thinking_budget"] = budget
+        elif effort and enabled is not False:
+            body["reasoning_effort"] = effort.strip()
+        return body
+
+    def _user_message(self, turn: TurnRequest) -> dict[str, Any]:
+        text = turn.prompt
+        if turn.manifest:
+            names = ", ".join(f"{e.get('name', 'attachment')} ({e.get('mediaType', '?')})" for e in turn.manifest)
+            text += f"\n\n[Attached: {names}]"
+        return {"role": "user", "content": text}
+
+    # ------------------------------------------------------------------ the turn
+
+    async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        t = translator(turn.language)
+        key = self._key(turn)
+        if not key:
+            yield TurnFailed(t(m.AUTH_REQUIRED))
+            return
+        endpoint = Endpoint(self.settings.base_url, key, self.settings.timeout)
+        system = {"role": "system", "content": conversation.SYSTEM_PROMPT.format(language=turn.language)}
+        messages = [*conversation.history(turn.session), self._user_message(turn)]
+        messages = conversation.bounded(messages, self.settings.context_tokens)
+        base: dict[str, Any] = {"model": self._model(turn), "stream": True, "stream_options": {"include_usage": True},
+                                "tools": self._tool_definitions(), **self._thinking(turn)}
+        context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
+        totals = [0, 0]
+        async with aiohttp.ClientSession() as session:
+            for _ in range(self.settings.max_tool_rounds):
+                state = _Round(turn.task_id)
+                try:
+                    async for event in self._round(session, endpoint, {**base, "messages": [system, *messages]},
+                                                   state):
+                        yield event
+                except ProviderError as exc:
+                    yield self._failure(exc, state, t)
+                    return
+                if state.usage is not None:
+                    totals[0] += state.usage[0]
+                    totals[1] += state.usage[1]
+                    yield Usage(totals[0], totals[1])
+                calls = [state.calls[i] for i in sorted(state.calls) if state.calls[i].name]
+                assistant: dict[str, Any] = {"role": "assistant", "content": state.text or None}
+                if not calls:
+                    messages.append({"role": "assistant", "content": state.text})
+                    conversation.save(turn.session, messages, self.settings.context_tokens)
+                    return
+                assistant["tool_calls"] = [{"id": c.call_id, "type": "function",
+                                            "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                                           for c in calls]
+                messages.append(assistant)
+                for call in calls:
+                    async for event in self._run_call(call, context, messages):
+                        yield event
+                conversation.save(turn.session, messages, self.settings.context_tokens)
+        yield TurnFailed(t(m.TOOL_ROUNDS_EXCEEDED, rounds=self.settings.max_tool_rounds), retryable=True)
+
+    async def _round(self, session: aiohttp.ClientSession, endpoint: Endpoint, body: dict[str, Any],
+                     state: _Round) -> AsyncIterator[RuntimeEvent]:
+        """One completion, retried (with backoff) while it failed retryably before showing anything."""
+        for attempt in range(self.settings.max_retries + 1):
+            try:
+                async for chunk in stream_chat(session, endpoint, body):
+                    for event in state.feed(chunk):
+                        yield event
+                for event in state.flush():
+                    yield event
+                return
+            except ProviderError as exc:
+                if state.produced or not exc.retryable or attempt == self.settings.max_retries:
+                    raise
+                delay = min(BACKOFF_CAP, self.settings.retry_backoff * 2 ** attempt)
+                if exc.retry_after is not None:
+                    delay = max(delay, min(RETRY_AFTER_CAP, exc.retry_after))
+                state.usage = None
+                await asyncio.sleep(delay)
+
+    async def _run_call(self, call: _Call, context: ToolContext,
+                        messages: list[dict[str, Any]]) -> AsyncIterator[RuntimeEvent]:
+        entry = self._tools.get(call.name)
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = None
+        if entry is None or not isinstance(arguments, dict):
+            error = f"unknown tool {call.name}" if entry is None else "the arguments are not a JSON object"
+            yield ToolFailed(call.call_id, call.name, error)
+            messages.append({"role": "tool", "tool_call_id": call.call_id,
+                             "content": json.dumps({"error": error})})
+            return
+        tool_call = ToolCall(call.call_id, call.name, arguments)
+        async for event in run_tool(entry[1], tool_call, context, announced=True):
+            yield event
+        messages.append(conversation.tool_message(call.call_id, tool_call.outcome))
+
+    @staticmethod
+    def _failure(exc: ProviderError, state: _Round, t: Translator) -> TurnFailed:
+        """The provider's failure as the caller sees it: no body, no URL, no key."""
+        if exc.kind == "auth":
+            return TurnFailed(t(m.AUTH_REQUIRED))
+        if exc.kind == "http" and not exc.retryable:
+            return TurnFailed(t(m.PROVIDER_ERROR, status=exc.status))
+        if exc.kind == "bad_stream" and not state.produced:
+            return TurnFailed(t(m.PROVIDER_BAD_STREAM), retryable=True)
+        return TurnFailed(t(m.TEMPORARY_ERROR), retryable=True)
+
+
+def _flag(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        return True if text in _TRUE else False if text in _FALSE else None
+    return None
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value > 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit() and int(value) > 0:
+        return int(value)
+    return None
