@@ -117,7 +117,8 @@ async def test_plugins_list_table_and_json(site: Path) -> None:
     header, *rows = out.strip().splitlines()
     assert header.split() == ["name", "distribution", "version", "kind", "status", "hooks"]
     by_name = {r.split()[0]: r for r in rows}
-    assert "built-in" in by_name["offline-runtime"] and "built-in" in by_name["text-parts"]
+    assert "built-in" in by_name["default-router"] and "built-in" in by_name["text-parts"]
+    assert "iac-code-runtime-offline" in by_name["runtime-offline"] and "installed" in by_name["runtime-offline"]
     assert "iac-code-transport-http" in by_name["http"] and "installed" in by_name["http"]
     assert "iac_code_transports" in by_name["http"]
     assert "thirdparty-plugin" in by_name["thirdparty"] and "1.2.3" in by_name["thirdparty"]
@@ -131,7 +132,7 @@ async def test_plugins_list_table_and_json(site: Path) -> None:
         "hooks": ["iac_code_http_routes", "iac_code_part_decoders"], "kind": "installed",
         "status": "active", "reason": ""}
     assert plugins["http"]["hooks"] == ["iac_code_config_model", "iac_code_transports"]
-    assert plugins["offline-runtime"]["kind"] == "built-in"
+    assert plugins["default-router"]["kind"] == "built-in" and plugins["runtime-offline"]["kind"] == "installed"
     assert plugins["broken"]["status"] == "failed"
     assert plugins["broken-ws"]["reason"].startswith("ModuleNotFoundError")
 

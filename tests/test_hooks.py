@@ -219,6 +219,14 @@ def test_misspelled_hook_fails_loudly() -> None:
 
 
 def test_blocked_builtin_is_not_registered() -> None:
-    plugins = Plugins.load(blocked=["offline-runtime"])
-    assert "offline" not in plugins.agent_runtimes()
-    assert {i.name: i.status for i in plugins.infos()}["offline-runtime"] == "blocked"
+    plugins = Plugins.load(blocked=["default-router", "runtime-offline"])
+    assert "default" not in plugins.routers() and "offline" not in plugins.agent_runtimes()
+    status = {i.name: i.status for i in plugins.infos()}
+    assert status["default-router"] == "blocked" and status["runtime-offline"] == "blocked"
+
+
+def test_without_the_offline_runtime_the_error_names_the_extra() -> None:
+    from iac_code.testing import make_kernel
+
+    with pytest.raises(StartupError, match=r"Agent runtime 'offline' is not installed .*pip install 'iac-code\[a2a\]'"):
+        make_kernel({"disabled-plugins": ["runtime-offline"]})

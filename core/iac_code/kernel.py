@@ -27,7 +27,7 @@ from iac_code.errors import StartupError
 from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
-from iac_code.plugins import Plugins
+from iac_code.plugins import Plugins, install_hint
 from iac_code.push_sender import QueueingPushSender
 from iac_code.push_service import PushService
 from iac_code.push_urls import PushUrlGuard
@@ -188,7 +188,8 @@ class Kernel:
         name = self.config.agent_runtime.strip().lower().replace("_", "-")
         if name not in runtimes:
             known = ", ".join(sorted(runtimes)) or "none"
-            raise StartupError(f"Agent runtime {name!r} is not installed (installed: {known}).")
+            raise StartupError(f"Agent runtime {name!r} is not installed (installed: {known}). "
+                               f"Install with: {install_hint(name)}")
         spec = runtimes[name].record
         if spec.create_executor is not None:
             executor = spec.create_executor(self)

@@ -50,6 +50,10 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
     "redis-streams": "a2a-redis",
     "push-redis": "a2a-redis",
     "signing-jwks": "a2a-signing",
+    "offline": "a2a",
+    "runtime-offline": "a2a",
+    "llm": "a2a-llm",
+    "runtime-llm": "a2a-llm",
 }
 
 

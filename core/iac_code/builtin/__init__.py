@@ -8,8 +8,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.raw_parts",
     "iac_code.builtin.file_url_parts",
     "iac_code.builtin.multimodal_parts",
-    "iac_code.builtin.iac_tools",
-    "iac_code.builtin.offline_runtime",
     "iac_code.builtin.jwks",
     "iac_code.builtin.metrics_route",
     "iac_code.builtin.hmac_signer",

@@ -1,7 +1,7 @@
 """Terraform (alicloud provider) → ROS template conversion.
 
 Deterministic and offline: the HCL is parsed with python-hcl2, the resource
-types listed in :mod:`iac_code.engine.catalog` are mapped to their ROS
+types listed in :mod:`iac_code_runtime_offline.engine.catalog` are mapped to their ROS
 counterparts with real ROS property names, and references become ``Ref`` /
 ``Fn::GetAtt``.  Anything that cannot be expressed faithfully is reported in
 ``unconverted`` or ``warnings`` instead of being dropped silently, and bad
@@ -18,7 +18,7 @@ from typing import Any
 import hcl2
 import yaml
 
-from iac_code.engine.catalog import ROS_TEMPLATE_VERSION, TERRAFORM_TO_ROS
+from iac_code_runtime_offline.engine.catalog import ROS_TEMPLATE_VERSION, TERRAFORM_TO_ROS
 
 __all__ = ["ConversionResult", "convert"]
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from iac_code.engine.catalog import RESOURCE_TYPES, TERRAFORM_PROVIDER_VERSION
+from iac_code_runtime_offline.engine.catalog import RESOURCE_TYPES, TERRAFORM_PROVIDER_VERSION
 
 
 @dataclass(frozen=True)

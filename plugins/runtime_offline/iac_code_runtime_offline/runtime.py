@@ -66,7 +66,7 @@ def choose_skill(turn: TurnRequest) -> str | None:
         return "terraform_ros_conversion"
     if _OPS.search(prompt):
         return "aliyun_ros_operations"
-    from iac_code.engine.generation import wants_generation
+    from iac_code_runtime_offline.engine.generation import wants_generation
 
     if wants_generation(prompt, turn.session.get("generation")):
         return "iac_generation"
@@ -308,7 +308,7 @@ class Session:
 @hookimpl
 def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
     def create(kernel: Kernel) -> OfflineRuntime:
-        from iac_code.builtin.iac_tools import tool_table
+        from iac_code_runtime_offline.tools import tool_table
 
         return OfflineRuntime(tool_table(kernel))
 

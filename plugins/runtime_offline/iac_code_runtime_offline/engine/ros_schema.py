@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from iac_code.engine.catalog import ROS_TYPES
+from iac_code_runtime_offline.engine.catalog import ROS_TYPES
 
 TOP_LEVEL_KEYS = frozenset({
     "ROSTemplateFormatVersion", "Description", "Metadata", "Parameters", "Mappings", "Conditions", "Rules",

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from iac_code.engine.catalog import RESOURCE_TYPES, ROS_TEMPLATE_VERSION
-from iac_code.engine.terraform_render import render_terraform
+from iac_code_runtime_offline.engine.catalog import RESOURCE_TYPES, ROS_TEMPLATE_VERSION
+from iac_code_runtime_offline.engine.terraform_render import render_terraform
 
 NUMBER_WORDS = {
     "a": 1, "an": 1, "another": 1, "one": 1, "single": 1, "two": 2, "both": 2, "three": 3, "four": 4, "five": 5,

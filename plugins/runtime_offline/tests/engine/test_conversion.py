@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
-
-from iac_code.engine.catalog import ROS_TEMPLATE_VERSION, ROS_TYPES, TERRAFORM_TO_ROS
-from iac_code.engine.ros_schema import validate_ros
-from iac_code.engine.terraform_to_ros import ConversionResult, convert
+from iac_code_runtime_offline.engine.catalog import ROS_TEMPLATE_VERSION, ROS_TYPES, TERRAFORM_TO_ROS
+from iac_code_runtime_offline.engine.ros_schema import validate_ros
+from iac_code_runtime_offline.engine.terraform_to_ros import ConversionResult, convert
 
 CORPUS = Path(__file__).parent / "conversion_corpus"
 FILES = sorted(CORPUS.glob("*.tf"))

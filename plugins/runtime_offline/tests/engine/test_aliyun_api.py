@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-
-from iac_code.engine import aliyun_api
-from iac_code.engine.aliyun_api import (
+from iac_code_runtime_offline.engine import aliyun_api
+from iac_code_runtime_offline.engine.aliyun_api import (
     DEFAULT_ENDPOINT,
     READ_ONLY_ACTIONS,
     SUPPORTED_ACTIONS,

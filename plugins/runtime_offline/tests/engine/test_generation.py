@@ -11,10 +11,9 @@ from typing import Any
 import hcl2
 import pytest
 import yaml
-
-from iac_code.engine.catalog import ROS_TYPES, TERRAFORM_PROVIDER_VERSION
-from iac_code.engine.generation import GenerationResult, generate, wants_generation
-from iac_code.engine.ros_schema import validate_ros
+from iac_code_runtime_offline.engine.catalog import ROS_TYPES, TERRAFORM_PROVIDER_VERSION
+from iac_code_runtime_offline.engine.generation import GenerationResult, generate, wants_generation
+from iac_code_runtime_offline.engine.ros_schema import validate_ros
 
 CORPUS: list[dict[str, Any]] = yaml.safe_load((Path(__file__).parent / "generation_corpus.yaml").read_text(encoding="utf-8"))
 
@@ -247,6 +246,6 @@ def test_validate_ros_catches_other_problems() -> None:
 
 
 def test_schema_covers_catalog() -> None:
-    from iac_code.engine.ros_schema import RESOURCE_SCHEMAS
+    from iac_code_runtime_offline.engine.ros_schema import RESOURCE_SCHEMAS
 
     assert set(RESOURCE_SCHEMAS) == set(ROS_TYPES)

@@ -55,8 +55,8 @@ class GenerateTemplate:
         return None
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutcome:
-        from iac_code.engine.generation import generate
-        from iac_code.engine.ros_schema import validate_ros
+        from iac_code_runtime_offline.engine.generation import generate
+        from iac_code_runtime_offline.engine.ros_schema import validate_ros
 
         result = generate(str(tool_input.get("request", "")), tool_input.get("previous") or None)
         problems = validate_ros(result.template) if result.template is not None else []
@@ -81,7 +81,7 @@ class ReviewTemplate:
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutcome:
         import json
 
-        from iac_code.engine.review import review
+        from iac_code_runtime_offline.engine.review import review
 
         report = review(str(tool_input.get("text", "")), tool_input.get("fileName") or None)
         document = report.to_json()
@@ -103,7 +103,7 @@ class ConvertTerraform:
         return None
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutcome:
-        from iac_code.engine.terraform_to_ros import convert
+        from iac_code_runtime_offline.engine.terraform_to_ros import convert
 
         result = convert(str(tool_input.get("text", "")))
         return ToolOutcome(result={"converted": list(result.converted), "unconverted": list(result.unconverted),
@@ -173,7 +173,7 @@ class AliyunApi:
                        "params": {"type": "object", "description": "The action's parameters (RegionId, ...)."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
-        from iac_code.engine.aliyun_api import is_read_only
+        from iac_code_runtime_offline.engine.aliyun_api import is_read_only
 
         action = str(tool_input.get("action", ""))
         if is_read_only(action):
@@ -185,7 +185,7 @@ class AliyunApi:
             "stackName": params.get("StackName", ""), "stackId": params.get("StackId", "")})
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutcome:
-        from iac_code.engine.aliyun_api import call_ros, credentials_from
+        from iac_code_runtime_offline.engine.aliyun_api import call_ros, credentials_from
 
         credentials = credentials_from(context.metadata, os.environ)
         outcome = await call_ros(str(tool_input.get("action", "")), dict(tool_input.get("params") or {}),

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from iac_code.engine.catalog import ROS_TEMPLATE_VERSION, ROS_TYPES
+from iac_code_runtime_offline.engine.catalog import ROS_TEMPLATE_VERSION, ROS_TYPES
 
 __all__ = ["RULES", "Finding", "ReviewReport", "Rule", "review"]
 

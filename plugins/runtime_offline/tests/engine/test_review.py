@@ -1,4 +1,4 @@
-"""Tests for the offline template review (iac_code.engine.review), driven by tests/engine/review_corpus."""
+"""The offline template review (``iac_code_runtime_offline.engine.review``), driven by ``review_corpus/``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from iac_code.engine.review import RULES, Finding, ReviewReport, review
+from iac_code_runtime_offline.engine.review import RULES, Finding, ReviewReport, review
 
 CORPUS = Path(__file__).parent / "review_corpus"
 EXPECTATIONS: dict[str, list[str]] = yaml.safe_load((CORPUS / "expectations.yaml").read_text(encoding="utf-8"))

@@ -1,0 +1,1 @@
+"""``agent-runtime: offline``: iac-code's deterministic IaC engine (generation, review, Terraform→ROS) and its tools."""

@@ -1,0 +1,11 @@
+"""The entry point: the ``offline`` runtime and the tools it (and any other runtime) calls by name.
+
+The engine itself (catalogs, HCL parser, the ROS SDK) loads when a tool first runs.
+"""
+
+from __future__ import annotations
+
+from iac_code_runtime_offline.runtime import iac_code_agent_runtimes
+from iac_code_runtime_offline.tools import iac_code_tools
+
+__all__ = ["iac_code_agent_runtimes", "iac_code_tools"]
