@@ -339,7 +339,8 @@ def _parse_ecs(text: str, previous: dict[str, Any] | None) -> dict[str, Any]:
     system_disk = _size(text, r"system disks?|系统盘")
     if system_disk:
         ecs["system_disk"] = system_disk
-    data_disk = _size(text, r"data disks?|数据盘")
+    # "a 100 GB cloud disk" is a data disk too: only a system disk is named so.
+    data_disk = _size(text, r"data disks?|(?:cloud|essd|ssd|extra|additional|second)\s+disks?|数据盘|云盘")
     if data_disk:
         ecs["data_disk"] = data_disk
     return ecs
