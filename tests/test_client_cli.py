@@ -378,3 +378,21 @@ def test_route_snapshot_is_private(tmp_path: Path) -> None:
     path = save_snapshot(tmp_path / "state", [parse_route("a=http://x;skills=s;tags=t")])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert [r.name for r in load_snapshot(tmp_path / "state")] == ["a"]
+
+
+
+def test_interfaces_bound_to_all_addresses_are_reached_at_the_discovered_host() -> None:
+    # (On Linux 0.0.0.0 reaches this machine anyway, so a served card cannot show the difference.)
+    from a2a.types.a2a_pb2 import AgentCard, AgentInterface
+
+    from iac_code.client.connect import _replace_wildcard_hosts
+
+    card = AgentCard(supported_interfaces=[
+        AgentInterface(url="http://0.0.0.0:41242/", protocol_binding="JSONRPC"),
+        AgentInterface(url="0.0.0.0:50051", protocol_binding="GRPC"),
+        AgentInterface(url="ws://[::]:8080/a2a", protocol_binding="websocket"),
+        AgentInterface(url="http://agent.example:41242/", protocol_binding="HTTP+JSON")])
+    _replace_wildcard_hosts(card, "https://iac.internal.example/a2a")
+    assert [i.url for i in card.supported_interfaces] == [
+        "http://iac.internal.example:41242/", "iac.internal.example:50051", "ws://iac.internal.example:8080/a2a",
+        "http://agent.example:41242/"]
