@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from iac_code_runtime_offline.engine.catalog import RESOURCE_TYPES, ROS_TEMPLATE_VERSION
-from iac_code_runtime_offline.engine.terraform_render import render_terraform
+from iac_code_runtime_offline.engine.terraform_render import listener_ports, render_terraform
 
 NUMBER_WORDS = {
     "a": 1, "an": 1, "another": 1, "one": 1, "single": 1, "two": 2, "both": 2, "three": 3, "four": 4, "five": 5,
@@ -64,7 +64,8 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"api gateway|api网关", "API Gateway"),
     (r"\bram (?:role|user|policy)\b", "RAM role/user"),
     (r"\bssl certificate|证书", "SSL certificate"),
-    (r"\b(?:listener|监听)s?\b|监听", "Load balancer listener"),
+    # Plain HTTP/TCP listeners are generated with the load balancer; an HTTPS one needs a certificate.
+    (r"\bhttps\s+listeners?\b|https\s*监听", "HTTPS listener (needs an SSL certificate)"),
 ]
 
 _BLOCK_PATTERNS: dict[str, str] = {
@@ -803,12 +804,42 @@ def _ros_load_balancer(ros: _Ros) -> None:
                                "LoadBalancerBillingConfig": {"PayType": "PostPay"}, "ZoneMappings": mappings})
         ros.output("AlbId", "ID of the ALB instance.", _att("Alb", "LoadBalancerId"))
         ros.output("AlbDnsName", "DNS name of the ALB instance.", _att("Alb", "DNSName"))
+        _ros_alb_backends(ros)
         return
     ros.add("LoadBalancer", "slb", {"LoadBalancerName": "iac-code-slb", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
                                     "AddressType": "internet" if lb["public"] else "intranet",
                                     "LoadBalancerSpec": "slb.s1.small", "PayType": "PayOnDemand"})
     ros.output("LoadBalancerId", "ID of the SLB instance.", _att("LoadBalancer", "LoadBalancerId"))
     ros.output("LoadBalancerAddress", "IP address of the SLB instance.", _att("LoadBalancer", "IpAddress"))
+    _ros_slb_backends(ros)
+
+
+def _ros_slb_backends(ros: _Ros) -> None:
+    """SLB listeners forwarding to the same backend port, and every ECS instance attached as a backend server."""
+    for port, protocol in listener_ports(ros.spec):
+        ros.add(f"LoadBalancerListener{port}", "slb_listener", {
+            "LoadBalancerId": _att("LoadBalancer", "LoadBalancerId"), "ListenerPort": port, "BackendServerPort": port,
+            "Protocol": protocol, "Bandwidth": -1}, taggable=None)
+    if ros.spec["ecs"]:
+        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "Weight": 100}
+                   for index in range(1, ros.spec["ecs"]["count"] + 1)]
+        ros.add("LoadBalancerBackendServers", "slb_backend", {"LoadBalancerId": _att("LoadBalancer", "LoadBalancerId"),
+                                                              "BackendServers": servers}, taggable=None)
+
+
+def _ros_alb_backends(ros: _Ros) -> None:
+    """An HTTP server group with health checks, an HTTP listener on 80 forwarding to it, and the ECS instances in it."""
+    ros.add("AlbServerGroup", "alb_server_group", {"ServerGroupName": "iac-code-alb-sg", "VpcId": _ref("Vpc"),
+                                                   "Protocol": "HTTP", "HealthCheckConfig": {"HealthCheckEnabled": True}})
+    group = _att("AlbServerGroup", "ServerGroupId")
+    ros.add("AlbListener", "alb_listener", {
+        "LoadBalancerId": _att("Alb", "LoadBalancerId"), "ListenerPort": 80, "ListenerProtocol": "HTTP",
+        "DefaultActions": [{"Type": "ForwardGroup", "ForwardGroupConfig": {"ServerGroupTuples": [{"ServerGroupId": group}]}}],
+    }, taggable=None)
+    if ros.spec["ecs"]:
+        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": 80, "Weight": 100}
+                   for index in range(1, ros.spec["ecs"]["count"] + 1)]
+        ros.add("AlbBackendServers", "alb_backend", {"ServerGroupId": group, "Servers": servers}, taggable=None)
 
 
 def _ros_nat(ros: _Ros) -> None:

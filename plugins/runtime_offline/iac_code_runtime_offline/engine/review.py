@@ -359,7 +359,9 @@ _ROS_SERVICES = frozenset(
     RESOURCEMANAGER ROCKETMQ ROS SAE SAG SCDN SLB SLS SMARTAG TAG TSDB VOD VPC WAF""".split()
 )
 _ROS_TAGGABLE = frozenset(
-    ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry"}
+    ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry",
+                 "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
+                 "ALIYUN::ALB::BackendServerAttachment"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 

@@ -72,6 +72,29 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "MasterZoneId": "string", "SlaveZoneId": "string", "DeletionProtection": "boolean", "AddressIPVersion": "string",
         **_TAGS,
     }, {"LoadBalancerId", "IpAddress", "NetworkType", "AddressType"}),
+    "ALIYUN::SLB::Listener": _schema({"LoadBalancerId", "ListenerPort", "Protocol", "Bandwidth"}, {
+        "LoadBalancerId": "string", "ListenerPort": "integer", "BackendServerPort": "integer", "Protocol": "string",
+        "Bandwidth": "integer", "Scheduler": "string", "HealthCheck": "map", "Persistence": "map",
+        "VServerGroupId": "string", "ServerCertificateId": "string", "AclId": "string", "AclStatus": "string",
+        "AclType": "string", "StartListener": "boolean",
+    }, {"LoadBalancerId", "ListenerPortsAndProtocol"}),
+    "ALIYUN::SLB::BackendServerAttachment": _schema({"LoadBalancerId"}, {
+        "LoadBalancerId": "string", "BackendServers": "list", "BackendServerList": "list",
+        "BackendServerWeightList": "list",
+    }, {"LoadBalancerId", "BackendServers"}),
+    "ALIYUN::ALB::ServerGroup": _schema({"ServerGroupName", "HealthCheckConfig"}, {
+        "ServerGroupName": "string", "HealthCheckConfig": "map", "VpcId": "string", "Protocol": "string",
+        "Scheduler": "string", "ServerGroupType": "string", "StickySessionConfig": "map", "ResourceGroupId": "string",
+        **_TAGS,
+    }, {"ServerGroupId"}),
+    "ALIYUN::ALB::Listener": _schema({"LoadBalancerId", "ListenerPort", "ListenerProtocol", "DefaultActions"}, {
+        "LoadBalancerId": "string", "ListenerPort": "integer", "ListenerProtocol": "string", "DefaultActions": "list",
+        "ListenerDescription": "string", "Certificates": "list", "IdleTimeout": "integer", "RequestTimeout": "integer",
+        "GzipEnabled": "boolean", "Http2Enabled": "boolean", "SecurityPolicyId": "string",
+    }, {"ListenerId"}),
+    "ALIYUN::ALB::BackendServerAttachment": _schema({"ServerGroupId", "Servers"}, {
+        "ServerGroupId": "string", "Servers": "list",
+    }, {"ServerGroupId"}),
     "ALIYUN::ALB::LoadBalancer": _schema(
         {"VpcId", "AddressType", "LoadBalancerEdition", "LoadBalancerBillingConfig", "ZoneMappings"}, {
             "VpcId": "string", "AddressType": "string", "LoadBalancerEdition": "string",

@@ -142,6 +142,18 @@ def _ecs(tf: _Tf) -> None:
     tf.output("instance_private_ips", "Private IPs of the ECS instances.", "alicloud_instance.ecs[*].private_ip")
 
 
+def listener_ports(spec: dict[str, Any]) -> list[tuple[int, str]]:
+    """(port, protocol) of the load balancer listeners, for ROS and Terraform alike.
+
+    HTTP on 80, plus (SLB only) TCP on 443 when the security group opens 443.
+    """
+    ports = [(80, "http")]
+    rules = spec["security_group"]["rules"] if spec["security_group"] else []
+    if spec["load_balancer"]["kind"] == "slb" and any(rule["port_range"] == "443/443" for rule in rules):
+        ports.append((443, "tcp"))
+    return ports
+
+
 def _load_balancer(tf: _Tf) -> None:
     lb = tf.spec["load_balancer"]
     if not lb:
@@ -158,12 +170,45 @@ def _load_balancer(tf: _Tf) -> None:
         tf.resource("alb", "alb", body)
         tf.output("alb_id", "ID of the ALB instance.", "alicloud_alb_load_balancer.alb.id")
         tf.output("alb_dns_name", "DNS name of the ALB instance.", "alicloud_alb_load_balancer.alb.dns_name")
+        _alb_backends(tf)
         return
     address_type = "internet" if lb["public"] else "intranet"
     tf.resource("slb", "slb", [("load_balancer_name", "iac-code-slb"), ("address_type", address_type),
                                ("load_balancer_spec", "slb.s1.small"), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id"))])
     tf.output("slb_id", "ID of the SLB instance.", "alicloud_slb_load_balancer.slb.id")
     tf.output("slb_address", "IP address of the SLB instance.", "alicloud_slb_load_balancer.slb.address")
+    _slb_backends(tf)
+
+
+def _instance_ids(spec: dict[str, Any]) -> list[Expr]:
+    return [Expr(f"alicloud_instance.ecs[{index}].id") for index in range(spec["ecs"]["count"])] if spec["ecs"] else []
+
+
+def _slb_backends(tf: _Tf) -> None:
+    """SLB listeners (see ``listener_ports``) and every ECS instance as a backend server."""
+    slb = Expr("alicloud_slb_load_balancer.slb.id")
+    for port, protocol in listener_ports(tf.spec):
+        tf.resource("slb_listener", f"slb_{port}", [("load_balancer_id", slb), ("frontend_port", port), ("backend_port", port),
+                                                    ("protocol", protocol), ("bandwidth", -1)], taggable=False)
+    servers = [("backend_servers", Block([("server_id", server), ("weight", 100)])) for server in _instance_ids(tf.spec)]
+    if servers:
+        tf.resource("slb_backend", "slb", [("load_balancer_id", slb), *servers], taggable=False)
+
+
+def _alb_backends(tf: _Tf) -> None:
+    """An HTTP server group holding the ECS instances and an HTTP listener on 80 forwarding to it."""
+    body: list[tuple[str, Any]] = [
+        ("server_group_name", "iac-code-alb-sg"), ("protocol", "HTTP"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
+        ("health_check_config", Block([("health_check_enabled", True)])),
+    ]
+    body += [("servers", Block([("server_id", server), ("server_type", "Ecs"), ("port", 80), ("weight", 100)]))
+             for server in _instance_ids(tf.spec)]
+    tf.resource("alb_server_group", "alb", body)
+    tuples = Block([("server_group_id", Expr("alicloud_alb_server_group.alb.id"))])
+    action = Block([("type", "ForwardGroup"), ("forward_group_config", Block([("server_group_tuples", tuples)]))])
+    tf.resource("alb_listener", "alb_80", [("load_balancer_id", Expr("alicloud_alb_load_balancer.alb.id")),
+                                           ("listener_protocol", "HTTP"), ("listener_port", 80), ("default_actions", action)],
+                taggable=False)
 
 
 def _nat(tf: _Tf) -> None:

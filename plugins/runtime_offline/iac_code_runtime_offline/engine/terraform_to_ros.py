@@ -50,6 +50,11 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_instance": {"public_ip": "PublicIp", "private_ip": "PrivateIp", "availability_zone": "ZoneId"},
     "alicloud_slb_load_balancer": {"address": "IpAddress"},
     "alicloud_alb_load_balancer": {"dns_name": "DNSName"},
+    "alicloud_slb_listener": {},
+    "alicloud_slb_backend_server": {},
+    "alicloud_alb_server_group": {},
+    "alicloud_alb_listener": {},
+    "alicloud_alb_server_group_server_attachment": {},
     "alicloud_nat_gateway": {"snat_table_ids": "SNatTableId", "forward_table_ids": "ForwardTableId"},
     "alicloud_eip_address": {"ip_address": "EipAddress"},
     "alicloud_eip_association": {},
@@ -153,6 +158,56 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "zone_mappings": ("ZoneMappings", "alb_zones"),
         "resource_group_id": ("ResourceGroupId", "value"),
         "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_slb_listener": {
+        "load_balancer_id": ("LoadBalancerId", "value"),
+        "frontend_port": ("ListenerPort", "int"),
+        "backend_port": ("BackendServerPort", "int"),
+        "protocol": ("Protocol", "value"),
+        "bandwidth": ("Bandwidth", "int"),
+        "scheduler": ("Scheduler", "value"),
+        "server_group_id": ("VServerGroupId", "value"),
+        "server_certificate_id": ("ServerCertificateId", "value"),
+        "acl_id": ("AclId", "value"),
+        "acl_status": ("AclStatus", "value"),
+        "acl_type": ("AclType", "value"),
+    },
+    "alicloud_slb_backend_server": {
+        "load_balancer_id": ("LoadBalancerId", "value"),
+        "backend_servers": ("BackendServers", "slb_servers"),
+    },
+    "alicloud_alb_server_group": {
+        "server_group_name": ("ServerGroupName", "value"),
+        "vpc_id": ("VpcId", "value"),
+        "protocol": ("Protocol", "value"),
+        "scheduler": ("Scheduler", "value"),
+        "server_group_type": ("ServerGroupType", "value"),
+        "resource_group_id": ("ResourceGroupId", "value"),
+        "health_check_config": ("HealthCheckConfig", "camel_block"),
+        "sticky_session_config": ("StickySessionConfig", "camel_block"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_alb_listener": {
+        "load_balancer_id": ("LoadBalancerId", "value"),
+        "listener_port": ("ListenerPort", "int"),
+        "listener_protocol": ("ListenerProtocol", "value"),
+        "listener_description": ("ListenerDescription", "value"),
+        "idle_timeout": ("IdleTimeout", "int"),
+        "request_timeout": ("RequestTimeout", "int"),
+        "gzip_enabled": ("GzipEnabled", "value"),
+        "http2_enabled": ("Http2Enabled", "value"),
+        "security_policy_id": ("SecurityPolicyId", "value"),
+        "default_actions": ("DefaultActions", "alb_actions"),
+    },
+    # One server per Terraform attachment; ROS attaches a list, so the server fields fill Servers[0].
+    "alicloud_alb_server_group_server_attachment": {
+        "server_group_id": ("ServerGroupId", "value"),
+        "server_id": ("Servers.0.ServerId", "value"),
+        "server_type": ("Servers.0.ServerType", "value"),
+        "port": ("Servers.0.Port", "int"),
+        "weight": ("Servers.0.Weight", "int"),
+        "server_ip": ("Servers.0.ServerIp", "value"),
+        "description": ("Servers.0.Description", "value"),
     },
     "alicloud_nat_gateway": {
         "vpc_id": ("VpcId", "value"),
@@ -506,7 +561,12 @@ class _Converter:
             except _Unmappable as exc:
                 self.warnings.append(f"{address}: property {key} was not converted ({exc})")
                 continue
-            props[ros_name] = value
+            if ros_name.startswith("Servers.0."):
+                props.setdefault("Servers", [{}])[0][ros_name.removeprefix("Servers.0.")] = value
+            else:
+                props[ros_name] = value
+        if tf_type == "alicloud_slb_listener":
+            props.setdefault("Bandwidth", -1)  # the provider's default; ROS requires it
         self._derive_vpc(address, tf_type, body, props)
         resource: dict[str, Any] = {"Type": TERRAFORM_TO_ROS[tf_type], "Properties": props}
         depends = self._depends_on(address, body.get("depends_on"))
@@ -766,6 +826,48 @@ def _t_alb_zones(conv: _Converter, value: Any, where: str) -> Any:
     return out
 
 
+def _t_slb_servers(conv: _Converter, value: Any, where: str) -> Any:
+    """backend_servers blocks → BackendServers [{ServerId, Weight}]."""
+    out = []
+    for block in value if isinstance(value, list) else [value]:
+        if not isinstance(block, dict) or "server_id" not in block:
+            raise _Unmappable("backend_servers must be blocks with server_id")
+        server = {"ServerId": block["server_id"], "Weight": _t_int(conv, block.get("weight", 100), where)}
+        if "type" in block:
+            server["Type"] = block["type"]
+        out.append(server)
+    return out
+
+
+def _camel_keys(value: Any, lists: frozenset[str] = frozenset()) -> Any:
+    """Nested snake_case blocks → CamelCase maps; a one-block list becomes a map unless its key is in ``lists``."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(item, list) and item and all(isinstance(v, dict) for v in item):
+                items = [_camel_keys(v, lists) for v in item]
+                out[_camel(key)] = items if key in lists or len(items) > 1 else items[0]
+            else:
+                out[_camel(key)] = _camel_keys(item, lists)
+        return out
+    if isinstance(value, list):
+        return [_camel_keys(item, lists) for item in value]
+    return value
+
+
+def _t_camel_block(conv: _Converter, value: Any, where: str) -> Any:
+    """One nested block (health_check_config { health_check_enabled = true }) → {HealthCheckEnabled: true}."""
+    return _camel_keys(_single_block(value))
+
+
+def _t_alb_actions(conv: _Converter, value: Any, where: str) -> Any:
+    """default_actions blocks → DefaultActions [{Type, ForwardGroupConfig: {ServerGroupTuples: [{ServerGroupId}]}}]."""
+    blocks = value if isinstance(value, list) else [value]
+    if not all(isinstance(block, dict) for block in blocks):
+        raise _Unmappable("default_actions must be blocks")
+    return [_camel_keys(block, frozenset({"server_group_tuples"})) for block in blocks]
+
+
 _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "value": _t_value,
     "int": _t_int,
@@ -780,4 +882,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "slb_charge": _mapped(_SLB_CHARGE),
     "alb_billing": _t_alb_billing,
     "alb_zones": _t_alb_zones,
+    "slb_servers": _t_slb_servers,
+    "camel_block": _t_camel_block,
+    "alb_actions": _t_alb_actions,
 }

@@ -169,6 +169,40 @@ def test_load_balancers() -> None:
     assert outputs["AlbDns"]["Value"] == {"Fn::GetAtt": ["Alb", "DNSName"]}
 
 
+def test_load_balancer_listeners_and_backends() -> None:
+    result = _load("09_lb_listeners_backends.tf")
+    res = result.template["Resources"]
+    assert result.unconverted == [] and result.warnings == []
+    assert res["Tcp"]["Properties"] == {"LoadBalancerId": {"Ref": "Slb"}, "ListenerPort": 443, "BackendServerPort": 443,
+                                        "Protocol": "tcp", "Bandwidth": -1}
+    assert res["Web"] == {"Type": "ALIYUN::SLB::BackendServerAttachment", "Properties": {
+        "LoadBalancerId": {"Ref": "Slb"},
+        "BackendServers": [{"ServerId": {"Ref": "Web1"}, "Weight": 100}, {"ServerId": {"Ref": "Web2"}, "Weight": 50}]}}
+    assert res["WebServerGroup"]["Properties"]["HealthCheckConfig"] == {"HealthCheckEnabled": True, "HealthCheckPath": "/health"}
+    assert res["HttpListener"]["Properties"]["DefaultActions"] == [
+        {"Type": "ForwardGroup", "ForwardGroupConfig": {"ServerGroupTuples": [{"ServerGroupId": {"Ref": "WebServerGroup"}}]}}]
+    assert res["Web1BackendServerAttachment"]["Properties"] == {"ServerGroupId": {"Ref": "WebServerGroup"}, "Servers": [
+        {"ServerId": {"Ref": "Web1"}, "ServerType": "Ecs", "Port": 80, "Weight": 100}]}
+
+
+@pytest.mark.parametrize("prompt", [
+    "Terraform for an SLB in zone cn-hangzhou-h with port 443 open",
+    "Terraform for an ALB with vSwitches in zones cn-hangzhou-h and cn-hangzhou-i",
+])
+def test_generated_load_balancer_terraform_converts_back(prompt: str) -> None:
+    from iac_code_runtime_offline.engine.generation import generate
+
+    result = convert(generate(prompt).text)
+    assert result.unconverted == [] and not [w for w in result.warnings if w.startswith("alicloud_")]
+    assert validate_ros(result.template) == []
+    types = {resource["Type"] for resource in result.template["Resources"].values()}
+    expected = ({"ALIYUN::SLB::LoadBalancer", "ALIYUN::SLB::Listener"} if "SLB" in prompt
+                else {"ALIYUN::ALB::LoadBalancer", "ALIYUN::ALB::ServerGroup", "ALIYUN::ALB::Listener"})
+    assert expected <= types
+    ports = sorted(r["Properties"].get("ListenerPort") for r in result.template["Resources"].values() if "Listener" in r["Type"])
+    assert ports == ([80, 443] if "SLB" in prompt else [80])
+
+
 def test_databases() -> None:
     result = _load("05_databases.tf")
     res = result.template["Resources"]
