@@ -72,7 +72,8 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "vpc": r"\bvpcs?\b|专有网络|virtual private cloud",
     "vswitch": r"v-?switch(?:es)?|交换机|subnets?|子网",
     "security_group": r"security group|安全组|firewall rules?|防火墙",
-    "ecs": r"\becs\b|ecs\.[a-z0-9]+\.|\bservers?\b|\bvms?\b|virtual machines?|\binstances?\b|云服务器|服务器|虚拟机|主机|实例",
+    "ecs": (r"\becs\b|ecs\.[a-z0-9]+\.|(?<!sql )\bservers?\b|\bvms?\b"
+            r"|virtual machines?|\binstances?\b|云服务器|服务器|虚拟机|主机|实例"),
     "alb": r"\balb\b|application load balancer|应用型负载均衡",
     "slb": r"\bslb\b|\bclb\b|load balancer|负载均衡",
     "nat": r"\bnat\b|nat ?网关",
@@ -392,7 +393,25 @@ def _parse_redis(text: str) -> dict[str, Any]:
     redis_class = re.search(r"\b(redis\.[a-z0-9]+(?:\.[a-z0-9]+)+)\b", text, re.IGNORECASE)
     if redis_class:
         redis["class"] = redis_class.group(1).lower()
+    else:
+        memory = (re.search(r"(?:memory|ram|内存)\s*(?:of\s+|为|:)?\s*(\d+)\s*(?:gb|gib|g)\b", text, re.IGNORECASE)
+                  or re.search(r"(\d+)\s*(?:gb|gib|g)\s*(?:of\s+)?(?:memory|ram|内存)", text, re.IGNORECASE)
+                  # "Redis 7.0 with 4 GB": a size in the same clause, not a disk's or the storage's
+                  or re.search(r"redis(?:(?!\band\b|[,，;；]).){0,40}?(\d+)\s*(?:gb|gib|g)\b"
+                               r"(?!\s*(?:of\s+)?(?:\w+\s+)?(?:disks?|storage|云盘|磁盘|存储))", text, re.IGNORECASE))
+        if memory:
+            redis["class"] = _redis_class(int(memory.group(1)))
     return redis
+
+
+# Standard (master-replica) KVStore classes by memory in GB: the smallest that holds the request.
+_REDIS_CLASSES = [(1, "redis.master.small.default"), (2, "redis.master.mid.default"), (4, "redis.master.stand.default"),
+                  (8, "redis.master.large.default"), (16, "redis.master.2xlarge.default"),
+                  (32, "redis.master.4xlarge.default")]
+
+
+def _redis_class(gigabytes: int) -> str:
+    return next((name for size, name in _REDIS_CLASSES if gigabytes <= size), _REDIS_CLASSES[-1][1])
 
 
 def _parse_oss(text: str) -> dict[str, Any]:
