@@ -25,6 +25,7 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "eip_association": ("ALIYUN::VPC::EIPAssociation", "alicloud_eip_association"),
     "snat_entry": ("ALIYUN::VPC::SnatEntry", "alicloud_snat_entry"),
     "rds": ("ALIYUN::RDS::DBInstance", "alicloud_db_instance"),
+    "rds_account": ("ALIYUN::RDS::Account", "alicloud_rds_account"),
     "redis": ("ALIYUN::REDIS::Instance", "alicloud_kvstore_instance"),
     "oss_bucket": ("ALIYUN::OSS::Bucket", "alicloud_oss_bucket"),
 }

@@ -382,7 +382,18 @@ def _parse_rds(text: str) -> dict[str, Any]:
     storage = _size(text, r"(?:of\s+)?(?:database\s+|db\s+)?storage|存储空间|存储")
     if storage:
         rds["storage"] = storage
+    account = re.search(r"(?:(?:database|db)\s+)?(?:account|user(?:name)?|账号|用户)\s*(?:named|called|name|名为|名称为|叫)?\s*"
+                        r"[\"'`]?([a-z][a-z0-9_]{1,31})[\"'`]?(?=\W|$)", text, re.IGNORECASE)
+    if account and account.group(1).lower() not in _NOT_NAMES:
+        rds["account"] = account.group(1).lower()
+    whitelist = re.search(r"(?:white ?list|allow(?:ed|ing)?\s+(?:access\s+)?from|白名单|允许)\s*(?:of|:|为)?\s*"
+                          r"((?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?)", text, re.IGNORECASE)
+    if whitelist:
+        rds["whitelist"] = whitelist.group(1)
     return rds
+
+
+_NOT_NAMES = {"with", "and", "for", "that", "to", "in", "named", "called", "name", "password", "of", "the", "a", "an"}
 
 
 def _parse_redis(text: str) -> dict[str, Any]:
@@ -559,7 +570,8 @@ def _apply_rds(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> Non
     version, db_class = _RDS_DEFAULTS[engine]
     if current and current["engine"] != engine:
         current = None  # a new engine invalidates the old version and class
-    rds = _merge(current, settings, {"engine": engine, "version": version, "class": db_class, "storage": 50})
+    rds = _merge(current, settings, {"engine": engine, "version": version, "class": db_class, "storage": 50,
+                                     "account": None, "whitelist": None})
     spec["rds"] = rds
 
 
@@ -892,10 +904,16 @@ def _ros_data(ros: _Ros) -> None:
         ros.add("Database", "rds", {
             "Engine": rds["engine"], "EngineVersion": rds["version"], "DBInstanceClass": rds["class"],
             "DBInstanceStorage": rds["storage"], "DBInstanceStorageType": "cloud_essd", "DBInstanceNetType": "Intranet",
-            "SecurityIPList": spec["vpc"]["cidr"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
-            "ZoneId": _ref("ZoneId1"), "PayType": "Postpaid", "DBInstanceDescription": "iac-code-db",
-            "DeletionProtection": True,
+            "SecurityIPList": rds.get("whitelist") or spec["vpc"]["cidr"], "VpcId": _ref("Vpc"),
+            "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"), "PayType": "Postpaid",
+            "DBInstanceDescription": "iac-code-db", "DeletionProtection": True,
         }, taggable="map")
+        if rds.get("account"):
+            password = ros.password("DBAccountPassword", f"Password of the database account {rds['account']}.")
+            ros.add("DatabaseAccount", "rds_account", {
+                "DBInstanceId": _att("Database", "DBInstanceId"), "AccountName": rds["account"],
+                "AccountPassword": password, "AccountType": "Normal"}, taggable=None)
+            ros.output("DBAccountName", "Name of the database account.", rds["account"])
         ros.output("DBInstanceId", "ID of the RDS instance.", _att("Database", "DBInstanceId"))
         ros.output("DBConnectionString", "Internal connection string of the RDS instance.",
                    _att("Database", "InnerConnectionString"))

@@ -361,7 +361,7 @@ _ROS_SERVICES = frozenset(
 _ROS_TAGGABLE = frozenset(
     ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry",
                  "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
-                 "ALIYUN::ALB::BackendServerAttachment"}
+                 "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 

@@ -118,6 +118,10 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "SnatTableId": "string", "SnatIp": "string", "SourceVSwitchIds": "list", "SourceCIDR": "string",
         "SnatEntryName": "string", "EipAffinity": "integer",
     }, {"SnatEntryId"}),
+    "ALIYUN::RDS::Account": _schema({"DBInstanceId", "AccountName", "AccountPassword"}, {
+        "DBInstanceId": "string", "AccountName": "string", "AccountPassword": "string", "AccountType": "string",
+        "AccountDescription": "string",
+    }, {"AccountName"}),
     "ALIYUN::RDS::DBInstance": _schema({"Engine", "EngineVersion", "DBInstanceClass", "DBInstanceStorage", "SecurityIPList"}, {
         "Engine": "string", "EngineVersion": "string", "DBInstanceClass": "string", "DBInstanceStorage": "integer",
         "SecurityIPList": "string", "VpcId": "string", "VSwitchId": "string", "ZoneId": "string",

@@ -245,10 +245,15 @@ def _data(tf: _Tf) -> None:
         tf.resource("rds", "db", [
             ("instance_name", "iac-code-db"), ("engine", rds["engine"]), ("engine_version", rds["version"]),
             ("instance_type", rds["class"]), ("instance_storage", rds["storage"]), ("db_instance_storage_type", "cloud_essd"),
-            ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")), ("security_ips", [spec["vpc"]["cidr"]]),
+            ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")), ("security_ips", [rds.get("whitelist") or spec["vpc"]["cidr"]]),
             ("deletion_protection", True)])
         tf.output("db_instance_id", "ID of the RDS instance.", "alicloud_db_instance.db.id")
         tf.output("db_connection_string", "Connection string of the RDS instance.", "alicloud_db_instance.db.connection_string")
+        if rds.get("account"):
+            password = tf.password("db_account_password", f"Password of the database account {rds['account']}.")
+            tf.resource("rds_account", "db", [
+                ("db_instance_id", Expr("alicloud_db_instance.db.id")), ("account_name", rds["account"]),
+                ("account_password", password), ("account_type", "Normal")], taggable=False)
     if spec["redis"]:
         redis = spec["redis"]
         password = tf.password("redis_password", "Password of the Redis instance.")

@@ -39,7 +39,8 @@ class _Unmappable(Exception):
 
 
 # Older resource type names accepted by the alicloud provider for the same resources.
-_ALIASES = {"alicloud_eip": "alicloud_eip_address", "alicloud_slb": "alicloud_slb_load_balancer"}
+_ALIASES = {"alicloud_eip": "alicloud_eip_address", "alicloud_slb": "alicloud_slb_load_balancer",
+            "alicloud_db_account": "alicloud_rds_account"}
 
 # Terraform attribute -> ROS Fn::GetAtt attribute, per Terraform type ("id" is always Ref).
 _ATTRIBUTES: dict[str, dict[str, str]] = {
@@ -60,6 +61,8 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_eip_association": {},
     "alicloud_snat_entry": {},
     "alicloud_db_instance": {"connection_string": "InnerConnectionString", "port": "InnerPort"},
+    "alicloud_rds_account": {},
+    "alicloud_db_account": {},
     "alicloud_kvstore_instance": {"connection_domain": "ConnectionDomain", "port": "Port"},
     "alicloud_oss_bucket": {"bucket": "Name"},
 }
@@ -253,6 +256,13 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "instance_name": ("DBInstanceDescription", "value"),
         "instance_charge_type": ("PayType", "value"),
         "tags": ("Tags", "tag_map"),
+    },
+    "alicloud_rds_account": {
+        "db_instance_id": ("DBInstanceId", "value"),
+        "account_name": ("AccountName", "value"),
+        "account_password": ("AccountPassword", "secret"),
+        "account_type": ("AccountType", "value"),
+        "account_description": ("AccountDescription", "value"),
     },
     "alicloud_kvstore_instance": {
         "instance_class": ("InstanceClass", "value"),

@@ -214,6 +214,10 @@ def test_databases() -> None:
         "InstanceName": "cache", "InstanceClass": "redis.master.small.default", "EngineVersion": "7.0",
         "VSwitchId": {"Ref": "Db"}, "ZoneId": "cn-hangzhou-j", "Password": {"Ref": "RedisPassword"}, "VpcId": {"Ref": "Vpc"}}}
     assert result.template["Parameters"]["RedisPassword"] == {"Type": "String", "NoEcho": True}
+    assert res["App"] == {"Type": "ALIYUN::RDS::Account", "Properties": {
+        "DBInstanceId": {"Ref": "Mysql"}, "AccountName": "app", "AccountPassword": {"Ref": "AppPassword"},
+        "AccountType": "Normal"}}
+    assert result.template["Parameters"]["AppPassword"] == {"Type": "String", "NoEcho": True}
     assert "alicloud_kvstore_instance.cache: property security_ips was not converted (no ROS mapping)" in result.warnings
     outputs = result.template["Outputs"]
     assert outputs["MysqlConnection"]["Value"] == {"Fn::GetAtt": ["Mysql", "InnerConnectionString"]}

@@ -4,6 +4,11 @@ variable "redis_password" {
   sensitive = true
 }
 
+variable "app_password" {
+  type      = string
+  sensitive = true
+}
+
 resource "alicloud_vpc" "vpc" {
   vpc_name   = "db-vpc"
   cidr_block = "10.2.0.0/16"
@@ -24,6 +29,13 @@ resource "alicloud_db_instance" "mysql" {
   vswitch_id               = alicloud_vswitch.db.id
   security_ips             = ["10.2.0.0/16", "192.168.0.1"]
   instance_name            = "orders"
+}
+
+resource "alicloud_rds_account" "app" {
+  db_instance_id   = alicloud_db_instance.mysql.id
+  account_name     = "app"
+  account_password = var.app_password
+  account_type     = "Normal"
 }
 
 resource "alicloud_kvstore_instance" "cache" {
