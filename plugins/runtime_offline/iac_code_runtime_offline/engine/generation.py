@@ -435,6 +435,14 @@ def _parse_oss(text: str) -> dict[str, Any]:
         oss["encryption"] = "KMS"
     if _has(text, r"public[- ]read|公共读"):
         oss["acl"] = "public-read"
+    if _has(text, r"versioning|versioned|多版本|版本控制"):
+        oss["versioning"] = True
+    expire = (re.search(r"(?:expire|delete|remove|过期|删除)\w*\s*(?:objects?\s*|files?\s*)?(?:after|in|older than)?\s*(\d+)\s*"
+                        r"(?:days?|天)", text, re.IGNORECASE)
+              or re.search(r"(\d+)\s*(?:days?|天)\s*(?:后)?(?:过期|删除|expiry|expiration)", text, re.IGNORECASE)
+              or re.search(r"lifecycle[^.;,，。]*?(\d+)\s*(?:days?|天)", text, re.IGNORECASE))
+    if expire and 0 < int(expire.group(1)) <= 36_500:
+        oss["expire_days"] = int(expire.group(1))
     return oss
 
 
@@ -590,7 +598,8 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     if "redis" in add or (spec["redis"] and delta["redis"]):
         spec["redis"] = _merge(spec["redis"], delta["redis"], {"version": "5.0", "class": "redis.master.small.default"})
     if "oss" in add:
-        spec["oss"] = _merge(spec["oss"], delta["oss"], {"name": None, "encryption": "AES256", "acl": "private"})
+        spec["oss"] = _merge(spec["oss"], delta["oss"], {"name": None, "encryption": "AES256", "acl": "private",
+                                                          "versioning": False, "expire_days": None})
     if "nat" in add:
         spec["nat"] = spec["nat"] or {"bandwidth": 5}
     elif "eip" in add and not spec["nat"]:
@@ -928,8 +937,14 @@ def _ros_data(ros: _Ros) -> None:
     if spec["oss"]:
         oss = spec["oss"]
         encryption: dict[str, Any] = {"SSEAlgorithm": oss["encryption"]}
-        ros.add("Bucket", "oss_bucket", {"BucketName": oss["name"], "AccessControl": oss["acl"],
-                                         "ServerSideEncryptionConfiguration": encryption}, taggable="map")
+        bucket: dict[str, Any] = {"BucketName": oss["name"], "AccessControl": oss["acl"],
+                                  "ServerSideEncryptionConfiguration": encryption}
+        if oss.get("versioning"):
+            bucket["VersioningConfiguration"] = {"Status": "Enabled"}
+        if oss.get("expire_days"):
+            bucket["LifecycleConfiguration"] = {"Rule": [{"ID": "expire-objects", "Prefix": "", "Status": "Enabled",
+                                                          "Expiration": {"Days": oss["expire_days"]}}]}
+        ros.add("Bucket", "oss_bucket", bucket, taggable="map")
         ros.output("BucketName", "Name of the OSS bucket.", _att("Bucket", "Name"))
         ros.output("BucketDomainName", "Domain name of the OSS bucket.", _att("Bucket", "DomainName"))
 

@@ -264,8 +264,14 @@ def _data(tf: _Tf) -> None:
         tf.output("redis_instance_id", "ID of the Redis instance.", "alicloud_kvstore_instance.redis.id")
     if spec["oss"]:
         oss = spec["oss"]
-        tf.resource("oss_bucket", "bucket", [("bucket", oss["name"]), ("acl", oss["acl"]),
-                                             ("server_side_encryption_rule", Block([("sse_algorithm", oss["encryption"])]))])
+        body: list[tuple[str, Any]] = [("bucket", oss["name"]), ("acl", oss["acl"]),
+                                       ("server_side_encryption_rule", Block([("sse_algorithm", oss["encryption"])]))]
+        if oss.get("versioning"):
+            body.append(("versioning", Block([("status", "Enabled")])))
+        if oss.get("expire_days"):
+            body.append(("lifecycle_rule", Block([("id", "expire-objects"), ("prefix", ""), ("enabled", True),
+                                                  ("expiration", Block([("days", oss["expire_days"])]))])))
+        tf.resource("oss_bucket", "bucket", body)
         tf.output("bucket_name", "Name of the OSS bucket.", "alicloud_oss_bucket.bucket.bucket")
 
 

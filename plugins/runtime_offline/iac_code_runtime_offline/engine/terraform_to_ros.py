@@ -282,6 +282,9 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "acl": ("AccessControl", "value"),
         "storage_class": ("StorageClass", "value"),
         "tags": ("Tags", "tag_map"),
+        "versioning": ("VersioningConfiguration", "camel_block"),
+        "server_side_encryption_rule": ("ServerSideEncryptionConfiguration", "oss_sse"),
+        "lifecycle_rule": ("LifecycleConfiguration", "oss_lifecycle"),
     },
 }
 
@@ -870,6 +873,34 @@ def _t_camel_block(conv: _Converter, value: Any, where: str) -> Any:
     return _camel_keys(_single_block(value))
 
 
+def _t_oss_sse(conv: _Converter, value: Any, where: str) -> Any:
+    """server_side_encryption_rule { sse_algorithm, kms_master_key_id } → {SSEAlgorithm, KMSMasterKeyID}."""
+    block = _single_block(value)
+    out = {"SSEAlgorithm": block["sse_algorithm"]} if "sse_algorithm" in block else {}
+    if "kms_master_key_id" in block:
+        out["KMSMasterKeyID"] = block["kms_master_key_id"]
+    return out
+
+
+def _t_oss_lifecycle(conv: _Converter, value: Any, where: str) -> Any:
+    """lifecycle_rule blocks → {Rule: [{ID, Prefix, Status, Expiration: {Days}}]} (expiration by days only)."""
+    rules = []
+    for block in value if isinstance(value, list) else [value]:
+        if not isinstance(block, dict):
+            raise _Unmappable("expected lifecycle_rule blocks")
+        rule: dict[str, Any] = {"Prefix": block.get("prefix", ""),
+                                "Status": "Enabled" if block.get("enabled", True) in (True, "true") else "Disabled"}
+        if "id" in block:
+            rule["ID"] = block["id"]
+        if "expiration" in block:
+            expiration = _single_block(block["expiration"])
+            if "days" not in expiration:
+                raise _Unmappable("only expiration by days has a ROS equivalent here")
+            rule["Expiration"] = {"Days": expiration["days"]}
+        rules.append(rule)
+    return {"Rule": rules}
+
+
 def _t_alb_actions(conv: _Converter, value: Any, where: str) -> Any:
     """default_actions blocks → DefaultActions [{Type, ForwardGroupConfig: {ServerGroupTuples: [{ServerGroupId}]}}]."""
     blocks = value if isinstance(value, list) else [value]
@@ -894,5 +925,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "alb_zones": _t_alb_zones,
     "slb_servers": _t_slb_servers,
     "camel_block": _t_camel_block,
+    "oss_sse": _t_oss_sse,
+    "oss_lifecycle": _t_oss_lifecycle,
     "alb_actions": _t_alb_actions,
 }

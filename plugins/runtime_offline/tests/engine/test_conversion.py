@@ -359,3 +359,31 @@ resource "alicloud_instance" "i" {
     assert props["Description"] == 'say "hi" ${literal}'
     assert props["UserData"] == {"Fn::Join": ["", ["#!/bin/bash\necho ", {"Ref": "Greeting"}, "\n"]]}
     assert props["Tags"] == [{"Key": "Name", "Value": "x"}, {"Key": "size", "Value": "2"}, {"Key": "on", "Value": "true"}]
+
+
+def test_oss_versioning_encryption_and_lifecycle_convert() -> None:
+    result = convert('''
+resource "alicloud_oss_bucket" "archive" {
+  bucket = "archive-2026"
+  versioning {
+    status = "Enabled"
+  }
+  server_side_encryption_rule {
+    sse_algorithm = "KMS"
+  }
+  lifecycle_rule {
+    id      = "old"
+    prefix  = "logs/"
+    enabled = true
+    expiration {
+      days = 30
+    }
+  }
+}
+''')
+    assert result.template["Resources"]["Archive"]["Properties"] == {
+        "BucketName": "archive-2026", "VersioningConfiguration": {"Status": "Enabled"},
+        "ServerSideEncryptionConfiguration": {"SSEAlgorithm": "KMS"},
+        "LifecycleConfiguration": {"Rule": [{"ID": "old", "Prefix": "logs/", "Status": "Enabled",
+                                             "Expiration": {"Days": 30}}]}}
+    assert validate_ros(result.template) == []
