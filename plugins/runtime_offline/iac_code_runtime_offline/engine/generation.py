@@ -56,7 +56,6 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"\bwaf\b|web application firewall", "WAF"),
     (r"cloud firewall|云防火墙", "Cloud Firewall"),
     (r"\bdns\b(?:\s+records?)?|云解析|domain name", "DNS"),
-    (r"log service|\bsls\b|日志服务", "Log Service"),
     (r"polar ?db(?:\s+cluster)?", "PolarDB"),
     (r"vpn(?:\s+gateway)?", "VPN gateway"),
     (r"\bcen\b|cloud enterprise network", "CEN"),
@@ -81,6 +80,8 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "rds": r"\brds\b|mysql|postgres(?:ql)?|\bpg\b|sql ?server|mssql|mariadb|\bdatabase\b|\bdb\b|数据库",
     "redis": r"redis|kvstore|\btair\b|缓存",
     "oss": r"\boss\b|buckets?|object storage|对象存储|存储桶",
+    "kms": r"\bkms\s+keys?\b|customer master key|\bcmks?\b|kms\s*密钥|(?<!ssh )\bencryption keys?\b|加密密钥|主密钥",
+    "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
 }
 _DB_INSTANCE_PHRASE = re.compile(
     r"(?:rds|redis|kvstore|mysql|postgres(?:ql)?|pg|sql ?server|database|db|cache|数据库|缓存)"
@@ -446,6 +447,28 @@ def _parse_oss(text: str) -> dict[str, Any]:
     return oss
 
 
+def _parse_sls(text: str) -> dict[str, Any]:
+    """Log Service: project and logstore names, retention ("keep logs for 90 days", "保存30天"), shards."""
+    sls: dict[str, Any] = {}
+    project = re.search(r"(?:log\s+)?project\s*(?:named|called|name|名为|叫)?\s*[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)",
+                        text, re.IGNORECASE)
+    if project and project.group(1).lower() not in _NOT_NAMES:
+        sls["project"] = project.group(1).lower()
+    store = re.search(r"log ?store\s*(?:named|called|name|名为|叫)?\s*[\"'`]?([a-z0-9][a-z0-9_-]{2,62})[\"'`]?(?=\W|$)",
+                      text, re.IGNORECASE)
+    if store and store.group(1).lower() not in _NOT_NAMES:
+        sls["logstore"] = store.group(1).lower()
+    ttl = (re.search(r"(?:keep|retain|retention|store|保存|保留)\w*\s*(?:logs?\s*)?(?:for|of|:)?\s*(\d+)\s*(?:days?|天)", text,
+                     re.IGNORECASE)
+           or re.search(r"(\d+)\s*(?:days?|天)\s*(?:of\s+)?(?:retention|保存|保留)", text, re.IGNORECASE))
+    if ttl and 0 < int(ttl.group(1)) <= 3650:
+        sls["ttl"] = int(ttl.group(1))
+    shards = re.search(r"(\d+)\s*(?:shards?|个分片|分片)", text, re.IGNORECASE)
+    if shards and 0 < int(shards.group(1)) <= 256:
+        sls["shards"] = int(shards.group(1))
+    return sls
+
+
 def _parse_tags(text: str) -> dict[str, str]:
     """Tags asked for: "tags environment=prod, owner=alice" or "add tags for environment and owner"."""
     match = re.search(r"(?:tags?|标签)\s*(.*)$", text, re.IGNORECASE | re.DOTALL)
@@ -489,7 +512,8 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     rules = _parse_rules(text)
     if rules:
         delta["rules"] = rules
-    for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "slb", "nat", "eip", "rds", "redis", "oss"):
+    for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
+                  "sls"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -500,6 +524,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["rds"] = _parse_rds(text)
     delta["redis"] = _parse_redis(text)
     delta["oss"] = _parse_oss(text) if "oss" in delta["add"] else {}
+    delta["sls"] = _parse_sls(text) if "sls" in delta["add"] else {}
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -515,6 +540,7 @@ def empty_spec() -> dict[str, Any]:
     return {
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
+        "kms": None, "sls": None,
         "tags": {}, "unmapped": [],
     }
 
@@ -587,7 +613,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     """Add, update and remove building blocks."""
     add, remove = set(delta["add"]), set(delta["remove"])
     keys = {"slb": "load_balancer", "alb": "load_balancer", "security_group": "security_group", "nat": "nat", "eip": "eip",
-            "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc"}
+            "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -600,6 +626,11 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     if "oss" in add:
         spec["oss"] = _merge(spec["oss"], delta["oss"], {"name": None, "encryption": "AES256", "acl": "private",
                                                           "versioning": False, "expire_days": None})
+    if "kms" in add:
+        spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "sls" in add or (spec.get("sls") and delta.get("sls")):
+        spec["sls"] = _merge(spec.get("sls"), delta.get("sls", {}),
+                             {"project": None, "logstore": "app-logs", "ttl": 30, "shards": 2})
     if "nat" in add:
         spec["nat"] = spec["nat"] or {"bandwidth": 5}
     elif "eip" in add and not spec["nat"]:
@@ -713,6 +744,8 @@ def resolve(spec: dict[str, Any]) -> dict[str, Any]:
             vswitch["cidr"] = cidr
     if resolved["oss"] and not resolved["oss"]["name"]:
         resolved["oss"]["name"] = "iac-code-bucket"
+    if resolved.get("sls") and not resolved["sls"]["project"]:
+        resolved["sls"]["project"] = "iac-code-logs"
     return resolved
 
 
@@ -734,6 +767,10 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
     elif spec["eip"]:
         blocks += ["eip", "eip_association"] if spec["ecs"] else ["eip"]
     blocks += [name for name, key in (("rds", "rds"), ("redis", "redis"), ("oss_bucket", "oss")) if spec[key]]
+    if spec.get("kms"):
+        blocks.append("kms_key")
+    if spec.get("sls"):
+        blocks += ["sls_project", "sls_logstore"]
     assert all(block in RESOURCE_TYPES for block in blocks)
     return blocks
 
@@ -974,13 +1011,34 @@ def describe(spec: dict[str, Any]) -> str:
     if spec["redis"]:
         parts.append(f"a Redis {spec['redis']['version']} instance")
     if spec["oss"]:
-        parts.append("a private OSS bucket")
+        parts.append(f"an OSS bucket ({spec['oss']['acl']})")
+    if spec.get("kms"):
+        parts.append("a KMS key with automatic rotation")
+    if spec.get("sls"):
+        parts.append(f"a Log Service project with a logstore ({spec['sls']['ttl']} days)")
     if not parts:
         return "Nothing could be generated from the request."
     listing = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     where = f" in {spec['region']}" if spec["region"] else ""
     kind = {"terraform": "Terraform configuration", "ros-json": "ROS template (JSON)", "ros-yaml": "ROS template (YAML)"}
     return f"Generated a {kind[spec['format']]} with {listing}{where}."
+
+
+def _ros_services(ros: _Ros) -> None:
+    """Services outside the VPC: a KMS key, a Log Service project with its logstore."""
+    spec = ros.spec
+    if spec.get("kms"):
+        ros.add("Key", "kms_key", {"Description": "iac-code key", "KeyUsage": "ENCRYPT/DECRYPT",
+                                   "EnableAutomaticRotation": True, "RotationInterval": f"{spec['kms']['rotation_days']}d",
+                                   "PendingWindowInDays": 7})
+        ros.output("KeyId", "ID of the KMS key.", _att("Key", "KeyId"))
+    if spec.get("sls"):
+        sls = spec["sls"]
+        ros.add("LogProject", "sls_project", {"Name": sls["project"], "Description": "iac-code logs"})
+        ros.add("Logstore", "sls_logstore", {"ProjectName": _att("LogProject", "Name"), "LogstoreName": sls["logstore"],
+                                             "TTL": sls["ttl"], "ShardCount": sls["shards"]}, taggable=None)
+        ros.output("LogProjectName", "Name of the Log Service project.", _att("LogProject", "Name"))
+        ros.output("LogstoreName", "Name of the logstore.", _att("Logstore", "LogstoreName"))
 
 
 def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
@@ -991,6 +1049,7 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
     _ros_load_balancer(ros)
     _ros_nat(ros)
     _ros_data(ros)
+    _ros_services(ros)
     template: dict[str, Any] = {"ROSTemplateFormatVersion": ROS_TEMPLATE_VERSION, "Description": describe(spec)}
     if ros.parameters:
         template["Parameters"] = ros.parameters

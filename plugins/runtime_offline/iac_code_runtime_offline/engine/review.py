@@ -62,6 +62,8 @@ _RULE_LIST = [
     Rule("IAC021", "unsupported_resource_type", "info", "Well-formed ROS resource type the engine's catalog does not cover."),
     Rule("IAC022", "template_version", "error", "ROSTemplateFormatVersion missing or not 2015-09-01."),
     Rule("IAC023", "slb_http_only", "info", "SLB listens on HTTP port 80 and no HTTPS listener exists."),
+    Rule("IAC024", "kms_no_rotation", "warning", "KMS key without automatic key rotation."),
+    Rule("IAC025", "log_short_retention", "warning", "Log Service logstore keeps logs for fewer than 30 days."),
 ]
 RULES: dict[str, Rule] = {rule.rule_id: rule for rule in _RULE_LIST}
 
@@ -361,7 +363,7 @@ _ROS_SERVICES = frozenset(
 _ROS_TAGGABLE = frozenset(
     ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry",
                  "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
-                 "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account"}
+                 "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 
@@ -581,6 +583,10 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _open_allowlist(_split_ips(props.get("SecurityIps")), f"{p}.SecurityIps", "Redis")
     elif rtype == "ALIYUN::SLB::Listener":
         findings += _slb_http(f"{p}.Protocol", props.get("Protocol"), props.get("ListenerPort"), has_https)
+    elif rtype == "ALIYUN::KMS::Key" and not _truthy(props.get("EnableAutomaticRotation")):
+        findings.append(_kms_no_rotation(f"{p}.EnableAutomaticRotation", "EnableAutomaticRotation: true"))
+    elif rtype == "ALIYUN::SLS::Logstore":
+        findings += _log_retention(f"{p}.TTL", props.get("TTL", 30))
     return findings
 
 
@@ -735,6 +741,19 @@ def _slb_http(location: str, protocol: Any, port: Any, has_https: bool) -> list[
     ]
 
 
+def _kms_no_rotation(location: str, setting: str) -> Finding:
+    return _finding("IAC024", location, "The KMS key is never rotated automatically.",
+                    f"Set {setting} (and a RotationInterval such as 365d) so a leaked key version has a bounded life.")
+
+
+def _log_retention(location: str, days: Any) -> list[Finding]:
+    value = _as_int(days)
+    if value is None or value >= 30:
+        return []
+    return [_finding("IAC025", location, f"The logstore keeps logs for only {value} days.",
+                     "Keep logs for at least 30 days (audit and incident investigation usually need 90 or more).")]
+
+
 # --------------------------------------------------------------------------- Terraform
 
 
@@ -887,6 +906,10 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return findings
     if rtype == "alicloud_slb_listener":
         return _slb_http(f"{base}.protocol", body.get("protocol"), body.get("frontend_port"), has_https)
+    if rtype == "alicloud_kms_key" and str(body.get("automatic_rotation", "Disabled")) != "Enabled":
+        return [_kms_no_rotation(f"{base}.automatic_rotation", 'automatic_rotation = "Enabled"')]
+    if rtype == "alicloud_log_store":
+        return _log_retention(f"{base}.retention_period", body.get("retention_period", 30))
     return []
 
 

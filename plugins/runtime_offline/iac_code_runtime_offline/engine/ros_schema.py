@@ -135,6 +135,17 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "ZoneId": "string", "InstanceName": "string", "Password": "string", "ChargeType": "string",
         "Capacity": "integer", "SecurityIps": "string", "DeletionForce": "boolean", **_TAGS,
     }, {"InstanceId", "ConnectionDomain", "Port", "PrivateIp"}),
+    "ALIYUN::KMS::Key": _schema(set(), {
+        "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
+        "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",
+        "Enable": "boolean", "DKMSInstanceId": "string", **_TAGS,
+    }, {"KeyId", "Arn"}),
+    "ALIYUN::SLS::Project": _schema({"Name"}, {"Name": "string", "Description": "string", **_TAGS}, {"Name"}),
+    "ALIYUN::SLS::Logstore": _schema({"ProjectName", "LogstoreName"}, {
+        "ProjectName": "string", "LogstoreName": "string", "TTL": "integer", "ShardCount": "integer",
+        "AutoSplit": "boolean", "MaxSplitShard": "integer", "EnableTracking": "boolean", "AppendMeta": "boolean",
+        "EncryptConf": "map", "Mode": "string",
+    }, {"LogstoreName", "ProjectName"}),
     "ALIYUN::OSS::Bucket": _schema({"BucketName"}, {
         "BucketName": "string", "AccessControl": "string", "ServerSideEncryptionConfiguration": "map",
         "VersioningConfiguration": "map", "LoggingConfiguration": "map", "LifecycleConfiguration": "map",

@@ -65,6 +65,9 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_db_account": {},
     "alicloud_kvstore_instance": {"connection_domain": "ConnectionDomain", "port": "Port"},
     "alicloud_oss_bucket": {"bucket": "Name"},
+    "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_log_project": {"project_name": "Name", "name": "Name"},
+    "alicloud_log_store": {"logstore_name": "LogstoreName", "name": "LogstoreName", "project_name": "ProjectName"},
 }
 
 _PAY_AS_YOU_GO = {"PayAsYouGo": "PostPaid", "Subscription": "PrePaid", "PostPaid": "PostPaid", "PrePaid": "PrePaid"}
@@ -276,6 +279,33 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "password": ("Password", "secret"),
         "payment_type": ("ChargeType", "pay"),
         "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_kms_key": {
+        "description": ("Description", "value"),
+        "key_usage": ("KeyUsage", "value"),
+        "key_spec": ("KeySpec", "value"),
+        "protection_level": ("ProtectionLevel", "value"),
+        "automatic_rotation": ("EnableAutomaticRotation", "enabled_flag"),
+        "rotation_interval": ("RotationInterval", "value"),
+        "pending_window_in_days": ("PendingWindowInDays", "int"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_log_project": {
+        "project_name": ("Name", "value"),
+        "name": ("Name", "value"),
+        "description": ("Description", "value"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_log_store": {
+        "project_name": ("ProjectName", "value"),
+        "project": ("ProjectName", "value"),
+        "logstore_name": ("LogstoreName", "value"),
+        "name": ("LogstoreName", "value"),
+        "retention_period": ("TTL", "int"),
+        "shard_count": ("ShardCount", "int"),
+        "auto_split": ("AutoSplit", "value"),
+        "max_split_shard_count": ("MaxSplitShard", "int"),
+        "append_meta": ("AppendMeta", "value"),
     },
     "alicloud_oss_bucket": {
         "bucket": ("BucketName", "value"),
@@ -926,6 +956,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "slb_servers": _t_slb_servers,
     "camel_block": _t_camel_block,
     "oss_sse": _t_oss_sse,
+    "enabled_flag": _mapped({"Enabled": True, "Disabled": False}),
     "oss_lifecycle": _t_oss_lifecycle,
     "alb_actions": _t_alb_actions,
 }

@@ -387,3 +387,14 @@ resource "alicloud_oss_bucket" "archive" {
         "LifecycleConfiguration": {"Rule": [{"ID": "old", "Prefix": "logs/", "Status": "Enabled",
                                              "Expiration": {"Days": 30}}]}}
     assert validate_ros(result.template) == []
+
+
+def test_kms_key_and_log_service() -> None:
+    result = _load("10_kms_and_logs.tf")
+    res = result.template["Resources"]
+    assert res["Data"] == {"Type": "ALIYUN::KMS::Key", "Properties": {
+        "Description": "data key", "KeyUsage": "ENCRYPT/DECRYPT", "EnableAutomaticRotation": True,
+        "RotationInterval": "180d", "PendingWindowInDays": 7}}
+    assert res["Events"]["Properties"] == {"ProjectName": {"Fn::GetAtt": ["Audit", "Name"]}, "LogstoreName": "events",
+                                           "TTL": 180, "ShardCount": 2}
+    assert result.template["Outputs"]["KeyArn"]["Value"] == {"Fn::GetAtt": ["Data", "Arn"]}
