@@ -28,6 +28,8 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "rds_account": ("ALIYUN::RDS::Account", "alicloud_rds_account"),
     "redis": ("ALIYUN::REDIS::Instance", "alicloud_kvstore_instance"),
     "oss_bucket": ("ALIYUN::OSS::Bucket", "alicloud_oss_bucket"),
+    "mongodb": ("ALIYUN::MONGODB::Instance", "alicloud_mongodb_instance"),
+    "polardb": ("ALIYUN::POLARDB::DBCluster", "alicloud_polardb_cluster"),
     "kms_key": ("ALIYUN::KMS::Key", "alicloud_kms_key"),
     "sls_project": ("ALIYUN::SLS::Project", "alicloud_log_project"),
     "sls_logstore": ("ALIYUN::SLS::Logstore", "alicloud_log_store"),

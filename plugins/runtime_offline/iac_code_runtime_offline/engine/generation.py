@@ -48,7 +48,6 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"\b(?:kubernetes|k8s|ack)\b(?:\s+(?:cluster|集群))?|容器服务|k8s集群", "Kubernetes cluster"),
     (r"\bcdn\b|内容分发", "CDN"),
     (r"function compute|\bfc\b|函数计算|serverless function", "Function Compute"),
-    (r"mongo(?:db)?(?:\s*(?:database|instance|cluster|数据库|实例))?", "MongoDB"),
     (r"elastic ?search(?:\s+cluster)?", "Elasticsearch"),
     (r"\bkafka\b(?:\s+cluster)?", "Kafka"),
     (r"rocket ?mq|rabbit ?mq|message queue|消息队列", "Message queue"),
@@ -56,7 +55,6 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"\bwaf\b|web application firewall", "WAF"),
     (r"cloud firewall|云防火墙", "Cloud Firewall"),
     (r"\bdns\b(?:\s+records?)?|云解析|domain name", "DNS"),
-    (r"polar ?db(?:\s+cluster)?", "PolarDB"),
     (r"vpn(?:\s+gateway)?", "VPN gateway"),
     (r"\bcen\b|cloud enterprise network", "CEN"),
     (r"auto ?scaling(?:\s+group)?|弹性伸缩", "Auto Scaling"),
@@ -82,9 +80,15 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "oss": r"\boss\b|buckets?|object storage|对象存储|存储桶",
     "kms": r"\bkms\s+keys?\b|customer master key|\bcmks?\b|kms\s*密钥|(?<!ssh )\bencryption keys?\b|加密密钥|主密钥",
     "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
+    "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
+    "polardb": r"polar ?db",
 }
+# What names another database engine, so that "PolarDB MySQL" or "a MongoDB database" is not also an RDS instance.
+_OTHER_DATABASES = re.compile(r"polar ?db(?:\s*(?:for\s+)?(?:mysql|postgres(?:ql)?|pg))?(?:\s*\d+(?:\.\d+)?)?"
+                              r"(?:\s*(?:database|db|cluster|数据库|集群))?|(?:mongo ?db|\bmongo\b)(?:\s*\d+(?:\.\d+)?)?"
+                              r"(?:\s*(?:database|db|数据库))?", re.IGNORECASE)
 _DB_INSTANCE_PHRASE = re.compile(
-    r"(?:rds|redis|kvstore|mysql|postgres(?:ql)?|pg|sql ?server|database|db|cache|数据库|缓存)"
+    r"(?:rds|redis|kvstore|mysql|postgres(?:ql)?|pg|sql ?server|database|db|cache|mongo ?db|\bmongo|polar ?db|数据库|缓存)"
     r"\s*(?:[\w.]+\s+)?(?:instances?|实例)",
     re.IGNORECASE)
 _REMOVE = (r"(?:\b(?:remove|delete|drop|without|get rid of|no(?:\s+more|\s+longer\s+(?:need|want))?|(?:don't|do not) need)\b"
@@ -123,6 +127,8 @@ def _mentions(block: str, text: str) -> bool:
     """Whether the text mentions a building block (database/cache "instances" are not ECS instances)."""
     if block == "ecs":
         text = _DB_INSTANCE_PHRASE.sub(" ", text)
+    if block == "rds":
+        text = _OTHER_DATABASES.sub(" ", text)
     if block == "slb" and _has(text, _BLOCK_PATTERNS["alb"]):
         text = re.sub(r"application load balancer|应用型负载均衡", " ", text, flags=re.IGNORECASE)
     return _has(text, _BLOCK_PATTERNS[block])
@@ -447,6 +453,39 @@ def _parse_oss(text: str) -> dict[str, Any]:
     return oss
 
 
+def _parse_mongodb(text: str) -> dict[str, Any]:
+    """MongoDB version ("MongoDB 6.0"), class ("dds.mongo.mid") and storage."""
+    mongo: dict[str, Any] = {}
+    version = re.search(r"mongo ?(?:db)?\s*v?(\d\.\d)", text, re.IGNORECASE)
+    if version:
+        mongo["version"] = version.group(1)
+    db_class = re.search(r"\b(dds\.mongo\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text, re.IGNORECASE)
+    if db_class:
+        mongo["class"] = db_class.group(1).lower()
+    storage = _size(text, r"(?:of\s+)?storage|存储空间|存储")
+    if storage:
+        mongo["storage"] = storage
+    return mongo
+
+
+def _parse_polardb(text: str) -> dict[str, Any]:
+    """PolarDB engine (MySQL or PostgreSQL), version and node class."""
+    polar: dict[str, Any] = {}
+    if _has(text, r"polar ?db\s*(?:for\s+)?(?:postgres(?:ql)?|pg)\b"):
+        polar["engine"] = "PostgreSQL"
+        version = re.search(r"(?:postgres(?:ql)?|pg)\s*v?(\d{2})", text, re.IGNORECASE)
+        if version:
+            polar["version"] = version.group(1)
+    else:
+        version = re.search(r"mysql\s*v?(\d\.\d)", text, re.IGNORECASE)
+        if version:
+            polar["version"] = version.group(1)
+    node_class = re.search(r"\b(polar\.(?:mysql|pg)\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text, re.IGNORECASE)
+    if node_class:
+        polar["class"] = node_class.group(1).lower()
+    return polar
+
+
 def _parse_sls(text: str) -> dict[str, Any]:
     """Log Service: project and logstore names, retention ("keep logs for 90 days", "保存30天"), shards."""
     sls: dict[str, Any] = {}
@@ -513,7 +552,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     if rules:
         delta["rules"] = rules
     for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls"):
+                  "sls", "mongodb", "polardb"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -525,6 +564,8 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["redis"] = _parse_redis(text)
     delta["oss"] = _parse_oss(text) if "oss" in delta["add"] else {}
     delta["sls"] = _parse_sls(text) if "sls" in delta["add"] else {}
+    delta["mongodb"] = _parse_mongodb(text) if "mongodb" in delta["add"] else {}
+    delta["polardb"] = _parse_polardb(text) if "polardb" in delta["add"] else {}
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -540,12 +581,12 @@ def empty_spec() -> dict[str, Any]:
     return {
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
-        "kms": None, "sls": None,
+        "kms": None, "sls": None, "mongodb": None, "polardb": None,
         "tags": {}, "unmapped": [],
     }
 
 
-_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis")
+_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis", "mongodb", "polardb")
 
 
 def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -613,7 +654,8 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     """Add, update and remove building blocks."""
     add, remove = set(delta["add"]), set(delta["remove"])
     keys = {"slb": "load_balancer", "alb": "load_balancer", "security_group": "security_group", "nat": "nat", "eip": "eip",
-            "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls"}
+            "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
+            "mongodb": "mongodb", "polardb": "polardb"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -628,6 +670,16 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
         spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "mongodb" in add or (spec.get("mongodb") and delta.get("mongodb")):
+        spec["mongodb"] = _merge(spec.get("mongodb"), delta.get("mongodb", {}),
+                                 {"version": "6.0", "class": "dds.mongo.mid", "storage": 20})
+    if "polardb" in add or (spec.get("polardb") and delta.get("polardb")):
+        settings = delta.get("polardb", {})
+        engine = settings.get("engine") or (spec.get("polardb") or {}).get("engine") or "MySQL"
+        defaults = ({"engine": "MySQL", "version": "8.0", "class": "polar.mysql.x4.medium"} if engine == "MySQL"
+                    else {"engine": "PostgreSQL", "version": "14", "class": "polar.pg.x4.medium"})
+        current = spec.get("polardb") if (spec.get("polardb") or {}).get("engine") == engine else None
+        spec["polardb"] = _merge(current, settings, defaults)
     if "sls" in add or (spec.get("sls") and delta.get("sls")):
         spec["sls"] = _merge(spec.get("sls"), delta.get("sls", {}),
                              {"project": None, "logstore": "app-logs", "ttl": 30, "shards": 2})
@@ -767,6 +819,10 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
     elif spec["eip"]:
         blocks += ["eip", "eip_association"] if spec["ecs"] else ["eip"]
     blocks += [name for name, key in (("rds", "rds"), ("redis", "redis"), ("oss_bucket", "oss")) if spec[key]]
+    if spec.get("mongodb"):
+        blocks.append("mongodb")
+    if spec.get("polardb"):
+        blocks.append("polardb")
     if spec.get("kms"):
         blocks.append("kms_key")
     if spec.get("sls"):
@@ -1012,6 +1068,10 @@ def describe(spec: dict[str, Any]) -> str:
         parts.append(f"a Redis {spec['redis']['version']} instance")
     if spec["oss"]:
         parts.append(f"an OSS bucket ({spec['oss']['acl']})")
+    if spec.get("mongodb"):
+        parts.append(f"a MongoDB {spec['mongodb']['version']} instance")
+    if spec.get("polardb"):
+        parts.append(f"a PolarDB {spec['polardb']['engine']} {spec['polardb']['version']} cluster")
     if spec.get("kms"):
         parts.append("a KMS key with automatic rotation")
     if spec.get("sls"):
@@ -1022,6 +1082,28 @@ def describe(spec: dict[str, Any]) -> str:
     where = f" in {spec['region']}" if spec["region"] else ""
     kind = {"terraform": "Terraform configuration", "ros-json": "ROS template (JSON)", "ros-yaml": "ROS template (YAML)"}
     return f"Generated a {kind[spec['format']]} with {listing}{where}."
+
+
+def _ros_databases(ros: _Ros) -> None:
+    """MongoDB and PolarDB inside the VPC, reachable from the VPC only; passwords as NoEcho parameters."""
+    spec = ros.spec
+    if spec.get("mongodb"):
+        mongo = spec["mongodb"]
+        password = ros.password("MongoDBPassword", "Password of the MongoDB root account.")
+        ros.add("MongoDB", "mongodb", {
+            "EngineVersion": mongo["version"], "DBInstanceClass": mongo["class"], "DBInstanceStorage": mongo["storage"],
+            "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"), "AccountPassword": password,
+            "SecurityIPArray": spec["vpc"]["cidr"], "DBInstanceDescription": "iac-code-mongodb"}, taggable="list")
+        ros.output("MongoDBInstanceId", "ID of the MongoDB instance.", _att("MongoDB", "DBInstanceId"))
+    if spec.get("polardb"):
+        polar = spec["polardb"]
+        ros.add("PolarDB", "polardb", {
+            "DBType": polar["engine"], "DBVersion": polar["version"], "DBNodeClass": polar["class"], "PayType": "Postpaid",
+            "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"),
+            "SecurityIPList": spec["vpc"]["cidr"], "ClusterDescription": "iac-code-polardb"}, taggable="list")
+        ros.output("PolarDBClusterId", "ID of the PolarDB cluster.", _att("PolarDB", "DBClusterId"))
+        ros.output("PolarDBConnectionString", "Connection string of the PolarDB cluster.",
+                   _att("PolarDB", "ClusterConnectionString"))
 
 
 def _ros_services(ros: _Ros) -> None:
@@ -1049,6 +1131,7 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
     _ros_load_balancer(ros)
     _ros_nat(ros)
     _ros_data(ros)
+    _ros_databases(ros)
     _ros_services(ros)
     template: dict[str, Any] = {"ROSTemplateFormatVersion": ROS_TEMPLATE_VERSION, "Description": describe(spec)}
     if ros.parameters:

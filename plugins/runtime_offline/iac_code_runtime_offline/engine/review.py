@@ -583,6 +583,10 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _open_allowlist(_split_ips(props.get("SecurityIps")), f"{p}.SecurityIps", "Redis")
     elif rtype == "ALIYUN::SLB::Listener":
         findings += _slb_http(f"{p}.Protocol", props.get("Protocol"), props.get("ListenerPort"), has_https)
+    elif rtype == "ALIYUN::MONGODB::Instance":
+        findings += _open_allowlist(_split_ips(props.get("SecurityIPArray")), f"{p}.SecurityIPArray", "MongoDB")
+    elif rtype == "ALIYUN::POLARDB::DBCluster":
+        findings += _open_allowlist(_split_ips(props.get("SecurityIPList")), f"{p}.SecurityIPList", "PolarDB")
     elif rtype == "ALIYUN::KMS::Key" and not _truthy(props.get("EnableAutomaticRotation")):
         findings.append(_kms_no_rotation(f"{p}.EnableAutomaticRotation", "EnableAutomaticRotation: true"))
     elif rtype == "ALIYUN::SLS::Logstore":
@@ -906,6 +910,10 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return findings
     if rtype == "alicloud_slb_listener":
         return _slb_http(f"{base}.protocol", body.get("protocol"), body.get("frontend_port"), has_https)
+    if rtype == "alicloud_mongodb_instance":
+        return _open_allowlist(_split_ips(body.get("security_ip_list")), f"{base}.security_ip_list", "MongoDB")
+    if rtype == "alicloud_polardb_cluster":
+        return _open_allowlist(_split_ips(body.get("security_ips")), f"{base}.security_ips", "PolarDB")
     if rtype == "alicloud_kms_key" and str(body.get("automatic_rotation", "Disabled")) != "Enabled":
         return [_kms_no_rotation(f"{base}.automatic_rotation", 'automatic_rotation = "Enabled"')]
     if rtype == "alicloud_log_store":

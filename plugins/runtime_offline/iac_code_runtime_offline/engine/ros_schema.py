@@ -135,6 +135,17 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "ZoneId": "string", "InstanceName": "string", "Password": "string", "ChargeType": "string",
         "Capacity": "integer", "SecurityIps": "string", "DeletionForce": "boolean", **_TAGS,
     }, {"InstanceId", "ConnectionDomain", "Port", "PrivateIp"}),
+    "ALIYUN::MONGODB::Instance": _schema({"DBInstanceClass", "DBInstanceStorage"}, {
+        "DBInstanceClass": "string", "DBInstanceStorage": "integer", "EngineVersion": "string", "VpcId": "string",
+        "VSwitchId": "string", "ZoneId": "string", "AccountPassword": "string", "SecurityIPArray": "string",
+        "DBInstanceDescription": "string", "StorageEngine": "string", "ChargeType": "string", "StorageType": "string",
+        **_TAGS,
+    }, {"DBInstanceId", "ConnectionURI", "DBInstanceStatus"}),
+    "ALIYUN::POLARDB::DBCluster": _schema({"DBType", "DBVersion", "DBNodeClass", "PayType"}, {
+        "DBType": "string", "DBVersion": "string", "DBNodeClass": "string", "PayType": "string", "VpcId": "string",
+        "VSwitchId": "string", "ZoneId": "string", "SecurityIPList": "string", "ClusterDescription": "string",
+        "DBNodeNum": "integer", "StorageType": "string", **_TAGS,
+    }, {"DBClusterId", "ClusterConnectionString", "PrimaryConnectionString", "ClusterEndpointId"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

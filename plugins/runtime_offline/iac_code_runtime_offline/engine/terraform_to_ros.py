@@ -65,6 +65,8 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_db_account": {},
     "alicloud_kvstore_instance": {"connection_domain": "ConnectionDomain", "port": "Port"},
     "alicloud_oss_bucket": {"bucket": "Name"},
+    "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
+    "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
     "alicloud_log_project": {"project_name": "Name", "name": "Name"},
     "alicloud_log_store": {"logstore_name": "LogstoreName", "name": "LogstoreName", "project_name": "ProjectName"},
@@ -280,6 +282,31 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "payment_type": ("ChargeType", "pay"),
         "tags": ("Tags", "tag_list"),
     },
+    "alicloud_mongodb_instance": {
+        "engine_version": ("EngineVersion", "value"),
+        "db_instance_class": ("DBInstanceClass", "value"),
+        "db_instance_storage": ("DBInstanceStorage", "int"),
+        "vswitch_id": ("VSwitchId", "value"),
+        "vpc_id": ("VpcId", "value"),
+        "zone_id": ("ZoneId", "value"),
+        "security_ip_list": ("SecurityIPArray", "csv"),
+        "account_password": ("AccountPassword", "secret"),
+        "name": ("DBInstanceDescription", "value"),
+        "storage_engine": ("StorageEngine", "value"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_polardb_cluster": {
+        "db_type": ("DBType", "value"),
+        "db_version": ("DBVersion", "value"),
+        "db_node_class": ("DBNodeClass", "value"),
+        "pay_type": ("PayType", "polardb_pay"),
+        "vswitch_id": ("VSwitchId", "value"),
+        "vpc_id": ("VpcId", "value"),
+        "zone_id": ("ZoneId", "value"),
+        "security_ips": ("SecurityIPList", "csv"),
+        "description": ("ClusterDescription", "value"),
+        "tags": ("Tags", "tag_list"),
+    },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
         "key_usage": ("KeyUsage", "value"),
@@ -319,7 +346,8 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
 }
 
 # Types whose VpcId can be derived from the VSwitch they are placed in.
-_VPC_FROM_VSWITCH = {"alicloud_instance", "alicloud_db_instance", "alicloud_kvstore_instance", "alicloud_slb_load_balancer"}
+_VPC_FROM_VSWITCH = {"alicloud_instance", "alicloud_db_instance", "alicloud_kvstore_instance", "alicloud_slb_load_balancer",
+                     "alicloud_mongodb_instance", "alicloud_polardb_cluster"}
 _KNOWN_BLOCKS = frozenset({"data", "module", "provider", "terraform", "resource", "variable", "output", "locals"})
 _META_UNSUPPORTED = ("count", "for_each")
 _META_IGNORED = ("provisioner", "lifecycle", "connection", "provider", "timeouts")
@@ -957,6 +985,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "camel_block": _t_camel_block,
     "oss_sse": _t_oss_sse,
     "enabled_flag": _mapped({"Enabled": True, "Disabled": False}),
+    "polardb_pay": _mapped({"PostPaid": "Postpaid", "PrePaid": "Prepaid"}),
     "oss_lifecycle": _t_oss_lifecycle,
     "alb_actions": _t_alb_actions,
 }

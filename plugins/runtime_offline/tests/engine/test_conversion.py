@@ -398,3 +398,15 @@ def test_kms_key_and_log_service() -> None:
     assert res["Events"]["Properties"] == {"ProjectName": {"Fn::GetAtt": ["Audit", "Name"]}, "LogstoreName": "events",
                                            "TTL": 180, "ShardCount": 2}
     assert result.template["Outputs"]["KeyArn"]["Value"] == {"Fn::GetAtt": ["Data", "Arn"]}
+
+
+def test_mongodb_and_polardb() -> None:
+    result = _load("11_mongodb_polardb.tf")
+    res = result.template["Resources"]
+    assert res["Docs"] == {"Type": "ALIYUN::MONGODB::Instance", "Properties": {
+        "EngineVersion": "6.0", "DBInstanceClass": "dds.mongo.mid", "DBInstanceStorage": 40, "VSwitchId": {"Ref": "Data"},
+        "SecurityIPArray": "10.8.0.0/16", "AccountPassword": {"Ref": "MongoPassword"}, "DBInstanceDescription": "docs",
+        "VpcId": {"Ref": "Vpc"}}}
+    assert res["Orders"]["Properties"]["PayType"] == "Postpaid" and res["Orders"]["Properties"]["VpcId"] == {"Ref": "Vpc"}
+    assert result.template["Parameters"]["MongoPassword"] == {"Type": "String", "NoEcho": True}
+    assert result.template["Outputs"]["OrdersEndpoint"]["Value"] == {"Fn::GetAtt": ["Orders", "ClusterConnectionString"]}
