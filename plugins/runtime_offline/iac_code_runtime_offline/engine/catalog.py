@@ -31,6 +31,7 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "mongodb": ("ALIYUN::MONGODB::Instance", "alicloud_mongodb_instance"),
     "polardb": ("ALIYUN::POLARDB::DBCluster", "alicloud_polardb_cluster"),
     "kms_key": ("ALIYUN::KMS::Key", "alicloud_kms_key"),
+    "dns_record": ("ALIYUN::DNS::DomainRecord", "alicloud_alidns_record"),
     "sls_project": ("ALIYUN::SLS::Project", "alicloud_log_project"),
     "sls_logstore": ("ALIYUN::SLS::Logstore", "alicloud_log_store"),
 }

@@ -54,7 +54,6 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"\bnas\b(?:\s+file system)?|文件存储", "NAS file system"),
     (r"\bwaf\b|web application firewall", "WAF"),
     (r"cloud firewall|云防火墙", "Cloud Firewall"),
-    (r"\bdns\b(?:\s+records?)?|云解析|domain name", "DNS"),
     (r"vpn(?:\s+gateway)?", "VPN gateway"),
     (r"\bcen\b|cloud enterprise network", "CEN"),
     (r"auto ?scaling(?:\s+group)?|弹性伸缩", "Auto Scaling"),
@@ -81,6 +80,7 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "kms": r"\bkms\s+keys?\b|customer master key|\bcmks?\b|kms\s*密钥|(?<!ssh )\bencryption keys?\b|加密密钥|主密钥",
     "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
     "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
+    "dns": r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b",
     "polardb": r"polar ?db",
 }
 # What names another database engine, so that "PolarDB MySQL" or "a MongoDB database" is not also an RDS instance.
@@ -486,6 +486,43 @@ def _parse_polardb(text: str) -> dict[str, Any]:
     return polar
 
 
+# Suffixes under which a registered domain has three labels (example.com.cn).
+_SECOND_LEVEL = {"com.cn", "net.cn", "org.cn", "gov.cn", "edu.cn", "co.uk", "org.uk", "co.jp", "com.hk", "com.sg"}
+_NOT_DOMAINS = re.compile(r"^(?:ecs|redis|mysql|pg|mssql|polar|dds|slb|rds|mariadb)\.", re.IGNORECASE)
+
+
+def _parse_dns(text: str) -> dict[str, Any]:
+    """A DNS record: its full name ("www.example.com"), type and value (an address, a host, or our load balancer)."""
+    dns: dict[str, Any] = {}
+    names = [n for n in re.findall(r"\b((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})\b", text, re.IGNORECASE)
+             if not _NOT_DOMAINS.match(n) and not re.fullmatch(r"[\d.]+", n)]
+    target = re.search(r"(?:to|pointing to|points to|resolv\w* to|指向|解析到)\s*((?:\d{1,3}\.){3}\d{1,3}|"
+                       r"(?:[a-z0-9-]+\.)+[a-z]{2,24})", text, re.IGNORECASE)
+    if names:
+        name = names[0].lower()
+        if target and target.group(1).lower() == name and len(names) > 1:
+            name = names[1].lower()
+        dns["name"] = name
+    if target and target.group(1).lower() != dns.get("name"):
+        dns["value"] = target.group(1).lower()
+    kind = re.search(r"\b(aaaa|cname|txt|mx|a)\s+records?\b", text, re.IGNORECASE)
+    if kind:
+        dns["type"] = kind.group(1).upper()
+    ttl = re.search(r"\bttl\s*(?:of|=|:)?\s*(\d+)", text, re.IGNORECASE)
+    if ttl:
+        dns["ttl"] = int(ttl.group(1))
+    return dns
+
+
+def split_domain(name: str) -> tuple[str, str]:
+    """("www", "example.com") for "www.example.com"; ("@", "example.com") for the apex."""
+    labels = name.split(".")
+    size = 3 if ".".join(labels[-2:]) in _SECOND_LEVEL else 2
+    if len(labels) <= size:
+        return "@", name
+    return ".".join(labels[:-size]), ".".join(labels[-size:])
+
+
 def _parse_sls(text: str) -> dict[str, Any]:
     """Log Service: project and logstore names, retention ("keep logs for 90 days", "保存30天"), shards."""
     sls: dict[str, Any] = {}
@@ -552,7 +589,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     if rules:
         delta["rules"] = rules
     for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls", "mongodb", "polardb"):
+                  "sls", "mongodb", "polardb", "dns"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -566,6 +603,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["sls"] = _parse_sls(text) if "sls" in delta["add"] else {}
     delta["mongodb"] = _parse_mongodb(text) if "mongodb" in delta["add"] else {}
     delta["polardb"] = _parse_polardb(text) if "polardb" in delta["add"] else {}
+    delta["dns"] = _parse_dns(text) if "dns" in delta["add"] else {}
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -581,7 +619,7 @@ def empty_spec() -> dict[str, Any]:
     return {
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
-        "kms": None, "sls": None, "mongodb": None, "polardb": None,
+        "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None,
         "tags": {}, "unmapped": [],
     }
 
@@ -655,7 +693,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     add, remove = set(delta["add"]), set(delta["remove"])
     keys = {"slb": "load_balancer", "alb": "load_balancer", "security_group": "security_group", "nat": "nat", "eip": "eip",
             "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
-            "mongodb": "mongodb", "polardb": "polardb"}
+            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -670,6 +708,9 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
         spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "dns" in add or (spec.get("dns") and delta.get("dns")):
+        spec["dns"] = _merge(spec.get("dns"), delta.get("dns", {}),
+                             {"name": None, "type": None, "value": None, "ttl": 600})
     if "mongodb" in add or (spec.get("mongodb") and delta.get("mongodb")):
         spec["mongodb"] = _merge(spec.get("mongodb"), delta.get("mongodb", {}),
                                  {"version": "6.0", "class": "dds.mongo.mid", "storage": 20})
@@ -796,6 +837,18 @@ def resolve(spec: dict[str, Any]) -> dict[str, Any]:
             vswitch["cidr"] = cidr
     if resolved["oss"] and not resolved["oss"]["name"]:
         resolved["oss"]["name"] = "iac-code-bucket"
+    if resolved.get("dns"):
+        dns = resolved["dns"]
+        dns["name"] = dns["name"] or "www.example.com"
+        if not dns["value"]:  # point at what this template makes public, when it makes something public
+            dns["value"] = ("@load_balancer" if resolved["load_balancer"] and resolved["load_balancer"].get("public", True)
+                            else "@eip" if resolved["nat"] or resolved["eip"] else "@parameter")
+        if not dns["type"]:
+            value = dns["value"]
+            address = value in ("@load_balancer", "@eip", "@parameter") or re.fullmatch(r"(?:\d{1,3}\.){3}\d{1,3}", value)
+            dns["type"] = "A" if address else "AAAA" if ":" in value else "CNAME"
+        if dns["value"] == "@load_balancer" and resolved["load_balancer"]["kind"] == "alb":
+            dns["type"] = "CNAME"  # an ALB is reached by its DNS name
     if resolved.get("sls") and not resolved["sls"]["project"]:
         resolved["sls"]["project"] = "iac-code-logs"
     return resolved
@@ -825,6 +878,8 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
         blocks.append("polardb")
     if spec.get("kms"):
         blocks.append("kms_key")
+    if spec.get("dns"):
+        blocks.append("dns_record")
     if spec.get("sls"):
         blocks += ["sls_project", "sls_logstore"]
     assert all(block in RESOURCE_TYPES for block in blocks)
@@ -1074,6 +1129,8 @@ def describe(spec: dict[str, Any]) -> str:
         parts.append(f"a PolarDB {spec['polardb']['engine']} {spec['polardb']['version']} cluster")
     if spec.get("kms"):
         parts.append("a KMS key with automatic rotation")
+    if spec.get("dns"):
+        parts.append(f"a DNS {spec['dns']['type']} record for {spec['dns']['name']}")
     if spec.get("sls"):
         parts.append(f"a Log Service project with a logstore ({spec['sls']['ttl']} days)")
     if not parts:
@@ -1121,6 +1178,22 @@ def _ros_services(ros: _Ros) -> None:
                                              "TTL": sls["ttl"], "ShardCount": sls["shards"]}, taggable=None)
         ros.output("LogProjectName", "Name of the Log Service project.", _att("LogProject", "Name"))
         ros.output("LogstoreName", "Name of the logstore.", _att("Logstore", "LogstoreName"))
+    if spec.get("dns"):
+        dns = spec["dns"]
+        rr, domain = split_domain(dns["name"])
+        value: Any = dns["value"]
+        if value == "@load_balancer":
+            value = (_att("Alb", "DNSName") if spec["load_balancer"]["kind"] == "alb"
+                     else _att("LoadBalancer", "IpAddress"))
+        elif value == "@eip":
+            value = _att("Eip", "EipAddress")
+        elif value == "@parameter":  # nothing in the template to point at, and no address given: ask at deploy time
+            ros.parameters["DnsRecordValue"] = {"Type": "String", "Description": f"Value of the {dns['type']} record "
+                                                f"{dns['name']} (an IP address or a host name)."}
+            value = _ref("DnsRecordValue")
+        ros.add("DnsRecord", "dns_record", {"DomainName": domain, "RR": rr, "Type": dns["type"], "Value": value,
+                                            "TTL": dns["ttl"]}, taggable=None)
+        ros.output("DnsRecordId", "ID of the DNS record.", _att("DnsRecord", "RecordId"))
 
 
 def render_ros(spec: dict[str, Any]) -> dict[str, Any]:

@@ -363,7 +363,8 @@ _ROS_SERVICES = frozenset(
 _ROS_TAGGABLE = frozenset(
     ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry",
                  "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
-                 "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore"}
+                 "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore",
+                 "ALIYUN::DNS::DomainRecord"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 

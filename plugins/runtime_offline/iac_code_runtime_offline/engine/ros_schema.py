@@ -146,6 +146,10 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "VSwitchId": "string", "ZoneId": "string", "SecurityIPList": "string", "ClusterDescription": "string",
         "DBNodeNum": "integer", "StorageType": "string", **_TAGS,
     }, {"DBClusterId", "ClusterConnectionString", "PrimaryConnectionString", "ClusterEndpointId"}),
+    "ALIYUN::DNS::DomainRecord": _schema({"DomainName", "RR", "Type", "Value"}, {
+        "DomainName": "string", "RR": "string", "Type": "string", "Value": "string", "TTL": "integer",
+        "Priority": "integer", "Line": "string",
+    }, {"RecordId"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

@@ -311,6 +311,24 @@ def _services(tf: _Tf) -> None:
                                              ("logstore_name", sls["logstore"]), ("retention_period", sls["ttl"]),
                                              ("shard_count", sls["shards"])], taggable=False)
         tf.output("log_project_name", "Name of the Log Service project.", "alicloud_log_project.logs.project_name")
+    if spec.get("dns"):
+        from iac_code_runtime_offline.engine.generation import split_domain
+
+        dns = spec["dns"]
+        rr, domain = split_domain(dns["name"])
+        value: Any = dns["value"]
+        if value == "@load_balancer":
+            value = Expr("alicloud_alb_load_balancer.alb.dns_name" if spec["load_balancer"]["kind"] == "alb"
+                         else "alicloud_slb_load_balancer.slb.address")
+        elif value == "@eip":
+            value = Expr("alicloud_eip_address.eip.ip_address")
+        elif value == "@parameter":
+            tf.blocks.append(_top("variable", ["dns_record_value"], [
+                ("description", f"Value of the {dns['type']} record {dns['name']} (an IP address or a host name)."),
+                ("type", Expr("string"))]))
+            value = Expr("var.dns_record_value")
+        tf.resource("dns_record", "record", [("domain_name", domain), ("rr", rr), ("type", dns["type"]),
+                                             ("value", value), ("ttl", dns["ttl"])], taggable=False)
 
 
 def render_terraform(spec: dict[str, Any], blocks: list[str]) -> str:

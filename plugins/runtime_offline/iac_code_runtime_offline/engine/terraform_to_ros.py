@@ -40,7 +40,7 @@ class _Unmappable(Exception):
 
 # Older resource type names accepted by the alicloud provider for the same resources.
 _ALIASES = {"alicloud_eip": "alicloud_eip_address", "alicloud_slb": "alicloud_slb_load_balancer",
-            "alicloud_db_account": "alicloud_rds_account"}
+            "alicloud_db_account": "alicloud_rds_account", "alicloud_dns_record": "alicloud_alidns_record"}
 
 # Terraform attribute -> ROS Fn::GetAtt attribute, per Terraform type ("id" is always Ref).
 _ATTRIBUTES: dict[str, dict[str, str]] = {
@@ -68,6 +68,7 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
     "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_alidns_record": {},
     "alicloud_log_project": {"project_name": "Name", "name": "Name"},
     "alicloud_log_store": {"logstore_name": "LogstoreName", "name": "LogstoreName", "project_name": "ProjectName"},
 }
@@ -306,6 +307,15 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "security_ips": ("SecurityIPList", "csv"),
         "description": ("ClusterDescription", "value"),
         "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_alidns_record": {
+        "domain_name": ("DomainName", "value"),
+        "rr": ("RR", "value"),
+        "type": ("Type", "value"),
+        "value": ("Value", "value"),
+        "ttl": ("TTL", "int"),
+        "priority": ("Priority", "int"),
+        "line": ("Line", "value"),
     },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
