@@ -30,6 +30,8 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "oss_bucket": ("ALIYUN::OSS::Bucket", "alicloud_oss_bucket"),
     "mongodb": ("ALIYUN::MONGODB::Instance", "alicloud_mongodb_instance"),
     "polardb": ("ALIYUN::POLARDB::DBCluster", "alicloud_polardb_cluster"),
+    "nas_file_system": ("ALIYUN::NAS::FileSystem", "alicloud_nas_file_system"),
+    "nas_mount_target": ("ALIYUN::NAS::MountTarget", "alicloud_nas_mount_target"),
     "kms_key": ("ALIYUN::KMS::Key", "alicloud_kms_key"),
     "dns_record": ("ALIYUN::DNS::DomainRecord", "alicloud_alidns_record"),
     "sls_project": ("ALIYUN::SLS::Project", "alicloud_log_project"),

@@ -51,7 +51,6 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"elastic ?search(?:\s+cluster)?", "Elasticsearch"),
     (r"\bkafka\b(?:\s+cluster)?", "Kafka"),
     (r"rocket ?mq|rabbit ?mq|message queue|消息队列", "Message queue"),
-    (r"\bnas\b(?:\s+file system)?|文件存储", "NAS file system"),
     (r"\bwaf\b|web application firewall", "WAF"),
     (r"cloud firewall|云防火墙", "Cloud Firewall"),
     (r"vpn(?:\s+gateway)?", "VPN gateway"),
@@ -80,6 +79,7 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "kms": r"\bkms\s+keys?\b|customer master key|\bcmks?\b|kms\s*密钥|(?<!ssh )\bencryption keys?\b|加密密钥|主密钥",
     "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
     "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
+    "nas": r"\bnas\b|file ?system|文件存储|文件系统|shared (?:file )?storage|\bnfs\b|\bsmb share\b",
     "dns": r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b",
     "polardb": r"polar ?db",
 }
@@ -523,6 +523,20 @@ def split_domain(name: str) -> tuple[str, str]:
     return ".".join(labels[:-size]), ".".join(labels[-size:])
 
 
+def _parse_nas(text: str) -> dict[str, Any]:
+    """NAS protocol (NFS, or SMB for Windows shares) and storage type (performance or capacity)."""
+    nas: dict[str, Any] = {}
+    if _has(text, r"\bsmb\b|windows (?:file )?share|cifs"):
+        nas["protocol"] = "SMB"
+    elif _has(text, r"\bnfs\b"):
+        nas["protocol"] = "NFS"
+    if _has(text, r"capacity|容量型"):
+        nas["storage"] = "Capacity"
+    elif _has(text, r"performance|性能型"):
+        nas["storage"] = "Performance"
+    return nas
+
+
 def _parse_sls(text: str) -> dict[str, Any]:
     """Log Service: project and logstore names, retention ("keep logs for 90 days", "保存30天"), shards."""
     sls: dict[str, Any] = {}
@@ -589,7 +603,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     if rules:
         delta["rules"] = rules
     for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls", "mongodb", "polardb", "dns"):
+                  "sls", "mongodb", "polardb", "dns", "nas"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -604,6 +618,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["mongodb"] = _parse_mongodb(text) if "mongodb" in delta["add"] else {}
     delta["polardb"] = _parse_polardb(text) if "polardb" in delta["add"] else {}
     delta["dns"] = _parse_dns(text) if "dns" in delta["add"] else {}
+    delta["nas"] = _parse_nas(text) if "nas" in delta["add"] else {}
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -619,12 +634,12 @@ def empty_spec() -> dict[str, Any]:
     return {
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
-        "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None,
+        "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None, "nas": None,
         "tags": {}, "unmapped": [],
     }
 
 
-_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis", "mongodb", "polardb")
+_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis", "mongodb", "polardb", "nas")
 
 
 def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -693,7 +708,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     add, remove = set(delta["add"]), set(delta["remove"])
     keys = {"slb": "load_balancer", "alb": "load_balancer", "security_group": "security_group", "nat": "nat", "eip": "eip",
             "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
-            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns"}
+            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -708,6 +723,8 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
         spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "nas" in add or (spec.get("nas") and delta.get("nas")):
+        spec["nas"] = _merge(spec.get("nas"), delta.get("nas", {}), {"protocol": "NFS", "storage": "Performance"})
     if "dns" in add or (spec.get("dns") and delta.get("dns")):
         spec["dns"] = _merge(spec.get("dns"), delta.get("dns", {}),
                              {"name": None, "type": None, "value": None, "ttl": 600})
@@ -876,6 +893,8 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
         blocks.append("mongodb")
     if spec.get("polardb"):
         blocks.append("polardb")
+    if spec.get("nas"):
+        blocks += ["nas_file_system", "nas_mount_target"]
     if spec.get("kms"):
         blocks.append("kms_key")
     if spec.get("dns"):
@@ -1127,6 +1146,8 @@ def describe(spec: dict[str, Any]) -> str:
         parts.append(f"a MongoDB {spec['mongodb']['version']} instance")
     if spec.get("polardb"):
         parts.append(f"a PolarDB {spec['polardb']['engine']} {spec['polardb']['version']} cluster")
+    if spec.get("nas"):
+        parts.append(f"a NAS {spec['nas']['protocol']} file system with a mount target")
     if spec.get("kms"):
         parts.append("a KMS key with automatic rotation")
     if spec.get("dns"):
@@ -1161,6 +1182,21 @@ def _ros_databases(ros: _Ros) -> None:
         ros.output("PolarDBClusterId", "ID of the PolarDB cluster.", _att("PolarDB", "DBClusterId"))
         ros.output("PolarDBConnectionString", "Connection string of the PolarDB cluster.",
                    _att("PolarDB", "ClusterConnectionString"))
+
+
+def _ros_nas(ros: _Ros) -> None:
+    """A NAS file system (encrypted) and its mount target in the first vSwitch, for the VPC's default access group."""
+    nas = ros.spec.get("nas")
+    if not nas:
+        return
+    ros.add("FileSystem", "nas_file_system", {"ProtocolType": nas["protocol"], "StorageType": nas["storage"],
+                                              "FileSystemType": "standard", "EncryptType": 1,
+                                              "Description": "iac-code-nas"}, taggable="list")
+    ros.add("MountTarget", "nas_mount_target", {"FileSystemId": _ref("FileSystem"), "NetworkType": "Vpc",
+                                                "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
+                                                "AccessGroupName": "DEFAULT_VPC_GROUP_NAME"}, taggable=None)
+    ros.output("FileSystemId", "ID of the NAS file system.", _ref("FileSystem"))
+    ros.output("MountTargetDomain", "Domain to mount the file system from.", _att("MountTarget", "MountTargetDomain"))
 
 
 def _ros_services(ros: _Ros) -> None:
@@ -1205,6 +1241,7 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
     _ros_nat(ros)
     _ros_data(ros)
     _ros_databases(ros)
+    _ros_nas(ros)
     _ros_services(ros)
     template: dict[str, Any] = {"ROSTemplateFormatVersion": ROS_TEMPLATE_VERSION, "Description": describe(spec)}
     if ros.parameters:

@@ -64,6 +64,7 @@ _RULE_LIST = [
     Rule("IAC023", "slb_http_only", "info", "SLB listens on HTTP port 80 and no HTTPS listener exists."),
     Rule("IAC024", "kms_no_rotation", "warning", "KMS key without automatic key rotation."),
     Rule("IAC025", "log_short_retention", "warning", "Log Service logstore keeps logs for fewer than 30 days."),
+    Rule("IAC026", "nas_not_encrypted", "warning", "NAS file system without encryption at rest."),
 ]
 RULES: dict[str, Rule] = {rule.rule_id: rule for rule in _RULE_LIST}
 
@@ -364,7 +365,7 @@ _ROS_TAGGABLE = frozenset(
     ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry",
                  "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
                  "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore",
-                 "ALIYUN::DNS::DomainRecord"}
+                 "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 
@@ -588,6 +589,8 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _open_allowlist(_split_ips(props.get("SecurityIPArray")), f"{p}.SecurityIPArray", "MongoDB")
     elif rtype == "ALIYUN::POLARDB::DBCluster":
         findings += _open_allowlist(_split_ips(props.get("SecurityIPList")), f"{p}.SecurityIPList", "PolarDB")
+    elif rtype == "ALIYUN::NAS::FileSystem" and _as_int(props.get("EncryptType", 0)) == 0:
+        findings.append(_nas_unencrypted(f"{p}.EncryptType", "EncryptType: 1 (or 2 with a KmsKeyId)"))
     elif rtype == "ALIYUN::KMS::Key" and not _truthy(props.get("EnableAutomaticRotation")):
         findings.append(_kms_no_rotation(f"{p}.EnableAutomaticRotation", "EnableAutomaticRotation: true"))
     elif rtype == "ALIYUN::SLS::Logstore":
@@ -749,6 +752,11 @@ def _slb_http(location: str, protocol: Any, port: Any, has_https: bool) -> list[
 def _kms_no_rotation(location: str, setting: str) -> Finding:
     return _finding("IAC024", location, "The KMS key is never rotated automatically.",
                     f"Set {setting} (and a RotationInterval such as 365d) so a leaked key version has a bounded life.")
+
+
+def _nas_unencrypted(location: str, setting: str) -> Finding:
+    return _finding("IAC026", location, "The NAS file system stores data unencrypted.",
+                    f"Set {setting}: encryption at rest cannot be turned on after the file system exists.")
 
 
 def _log_retention(location: str, days: Any) -> list[Finding]:
@@ -915,6 +923,8 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return _open_allowlist(_split_ips(body.get("security_ip_list")), f"{base}.security_ip_list", "MongoDB")
     if rtype == "alicloud_polardb_cluster":
         return _open_allowlist(_split_ips(body.get("security_ips")), f"{base}.security_ips", "PolarDB")
+    if rtype == "alicloud_nas_file_system" and _as_int(body.get("encrypt_type", 0)) == 0:
+        return [_nas_unencrypted(f"{base}.encrypt_type", "encrypt_type = 1 (or 2 with a kms_key_id)")]
     if rtype == "alicloud_kms_key" and str(body.get("automatic_rotation", "Disabled")) != "Enabled":
         return [_kms_no_rotation(f"{base}.automatic_rotation", 'automatic_rotation = "Enabled"')]
     if rtype == "alicloud_log_store":

@@ -150,6 +150,14 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "DomainName": "string", "RR": "string", "Type": "string", "Value": "string", "TTL": "integer",
         "Priority": "integer", "Line": "string",
     }, {"RecordId"}),
+    "ALIYUN::NAS::FileSystem": _schema({"ProtocolType", "StorageType"}, {
+        "ProtocolType": "string", "StorageType": "string", "FileSystemType": "string", "EncryptType": "integer",
+        "Description": "string", "ZoneId": "string", "Capacity": "integer", "KmsKeyId": "string", **_TAGS,
+    }, {"FileSystemId"}),
+    "ALIYUN::NAS::MountTarget": _schema({"FileSystemId", "NetworkType", "AccessGroupName"}, {
+        "FileSystemId": "string", "NetworkType": "string", "VpcId": "string", "VSwitchId": "string",
+        "AccessGroupName": "string", "SecurityGroupId": "string", "EnableIpv6": "boolean",
+    }, {"MountTargetDomain"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

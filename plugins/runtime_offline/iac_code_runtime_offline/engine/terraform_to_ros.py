@@ -68,6 +68,8 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
     "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_nas_file_system": {},
+    "alicloud_nas_mount_target": {"mount_target_domain": "MountTargetDomain"},
     "alicloud_alidns_record": {},
     "alicloud_log_project": {"project_name": "Name", "name": "Name"},
     "alicloud_log_store": {"logstore_name": "LogstoreName", "name": "LogstoreName", "project_name": "ProjectName"},
@@ -316,6 +318,25 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "ttl": ("TTL", "int"),
         "priority": ("Priority", "int"),
         "line": ("Line", "value"),
+    },
+    "alicloud_nas_file_system": {
+        "protocol_type": ("ProtocolType", "value"),
+        "storage_type": ("StorageType", "value"),
+        "file_system_type": ("FileSystemType", "value"),
+        "encrypt_type": ("EncryptType", "int"),
+        "description": ("Description", "value"),
+        "zone_id": ("ZoneId", "value"),
+        "capacity": ("Capacity", "int"),
+        "kms_key_id": ("KmsKeyId", "value"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_nas_mount_target": {
+        "file_system_id": ("FileSystemId", "value"),
+        "access_group_name": ("AccessGroupName", "value"),
+        "vswitch_id": ("VSwitchId", "value"),
+        "vpc_id": ("VpcId", "value"),
+        "network_type": ("NetworkType", "value"),
+        "security_group_id": ("SecurityGroupId", "value"),
     },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
@@ -648,6 +669,8 @@ class _Converter:
                 props[ros_name] = value
         if tf_type == "alicloud_slb_listener":
             props.setdefault("Bandwidth", -1)  # the provider's default; ROS requires it
+        if tf_type == "alicloud_nas_mount_target":
+            props.setdefault("NetworkType", "Vpc" if "VSwitchId" in props else "Classic")  # implied by vswitch_id
         self._derive_vpc(address, tf_type, body, props)
         resource: dict[str, Any] = {"Type": TERRAFORM_TO_ROS[tf_type], "Properties": props}
         depends = self._depends_on(address, body.get("depends_on"))

@@ -410,3 +410,13 @@ def test_mongodb_and_polardb() -> None:
     assert res["Orders"]["Properties"]["PayType"] == "Postpaid" and res["Orders"]["Properties"]["VpcId"] == {"Ref": "Vpc"}
     assert result.template["Parameters"]["MongoPassword"] == {"Type": "String", "NoEcho": True}
     assert result.template["Outputs"]["OrdersEndpoint"]["Value"] == {"Fn::GetAtt": ["Orders", "ClusterConnectionString"]}
+
+
+def test_nas_file_system_and_mount_target() -> None:
+    result = _load("13_nas.tf")
+    res = result.template["Resources"]
+    assert res["Share"]["Properties"] == {"ProtocolType": "NFS", "StorageType": "Performance", "EncryptType": 1,
+                                          "Description": "share"}
+    assert res["ShareMountTarget"]["Properties"]["FileSystemId"] == {"Ref": "Share"}
+    assert res["ShareMountTarget"]["Properties"]["NetworkType"] == "Vpc"
+    assert result.template["Outputs"]["MountDomain"]["Value"] == {"Fn::GetAtt": ["ShareMountTarget", "MountTargetDomain"]}
