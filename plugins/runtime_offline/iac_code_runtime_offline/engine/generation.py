@@ -70,6 +70,7 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "ecs": (r"\becs\b|ecs\.[a-z0-9]+\.|(?<!sql )\bservers?\b|\bvms?\b"
             r"|virtual machines?|\binstances?\b|云服务器|服务器|虚拟机|主机|实例"),
     "alb": r"\balb\b|application load balancer|应用型负载均衡",
+    "nlb": r"\bnlb\b|network load balancer|网络型负载均衡",
     "slb": r"\bslb\b|\bclb\b|load balancer|负载均衡",
     "nat": r"\bnat\b|nat ?网关",
     "eip": r"\beips?\b|elastic ip|弹性公网|弹性ip",
@@ -129,8 +130,8 @@ def _mentions(block: str, text: str) -> bool:
         text = _DB_INSTANCE_PHRASE.sub(" ", text)
     if block == "rds":
         text = _OTHER_DATABASES.sub(" ", text)
-    if block == "slb" and _has(text, _BLOCK_PATTERNS["alb"]):
-        text = re.sub(r"application load balancer|应用型负载均衡", " ", text, flags=re.IGNORECASE)
+    if block == "slb":
+        text = re.sub(r"(?:application|network) load balancer|应用型负载均衡|网络型负载均衡", " ", text, flags=re.IGNORECASE)
     return _has(text, _BLOCK_PATTERNS[block])
 
 
@@ -602,13 +603,13 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     rules = _parse_rules(text)
     if rules:
         delta["rules"] = rules
-    for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
+    for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "nlb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
                   "sls", "mongodb", "polardb", "dns", "nas"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
             delta["remove"].append(block)
-        elif block != "slb" or not _mentions("alb", text) or _has(text, r"\bslb\b|\bclb\b"):
+        elif block != "slb" or not (_mentions("alb", text) or _mentions("nlb", text)) or _has(text, r"\bslb\b|\bclb\b"):
             delta["add"].append(block)
     delta["ecs"] = _parse_ecs(text, previous)
     delta["rds"] = _parse_rds(text)
@@ -654,7 +655,7 @@ def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     target = max(target, len(explicit), len(zones))
     needs_network = spec["vpc"] is not None or any(spec[key] for key in _NETWORKED)
     lb = spec["load_balancer"]
-    minimum = 2 if lb and lb["kind"] == "alb" else (1 if needs_network else 0)
+    minimum = 2 if lb and lb["kind"] in ("alb", "nlb") else (1 if needs_network else 0)
     limit = min(MAX_VSWITCHES, _subnet_capacity(spec["vpc"]["cidr"])) if spec["vpc"] else MAX_VSWITCHES
     if target > limit:
         delta["unmapped"].append(f"vSwitches beyond {limit} (at most {limit} fit)")
@@ -706,7 +707,8 @@ def _apply_rds(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> Non
 def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     """Add, update and remove building blocks."""
     add, remove = set(delta["add"]), set(delta["remove"])
-    keys = {"slb": "load_balancer", "alb": "load_balancer", "security_group": "security_group", "nat": "nat", "eip": "eip",
+    keys = {"slb": "load_balancer", "alb": "load_balancer", "nlb": "load_balancer", "security_group": "security_group",
+            "nat": "nat", "eip": "eip",
             "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
             "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas"}
     for block in remove:
@@ -745,12 +747,13 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         spec["nat"] = spec["nat"] or {"bandwidth": 5}
     elif "eip" in add and not spec["nat"]:
         spec["eip"] = spec["eip"] or {"bandwidth": 5}
-    if {"alb", "slb"} <= add:
-        delta["unmapped"].append("SLB (one load balancer per template; the ALB was used)")
-    for kind in ("alb", "slb"):
+    kinds = [kind for kind in ("alb", "nlb", "slb") if kind in add]
+    for extra in kinds[1:]:
+        delta["unmapped"].append(f"{extra.upper()} (one load balancer per template; the {kinds[0].upper()} was used)")
+    for kind in ("alb", "nlb", "slb"):
         if kind in add:
             current = spec["load_balancer"] or {}
-            public = delta.get("public", current.get("public", kind == "alb" or bool(spec["ecs"])))
+            public = delta.get("public", current.get("public", kind in ("alb", "nlb") or bool(spec["ecs"])))
             spec["load_balancer"] = {"kind": kind, "public": public}
             break
     if "security_group" in add or delta.get("rules") or (spec["ecs"] and spec["security_group"] is None):
@@ -864,7 +867,7 @@ def resolve(spec: dict[str, Any]) -> dict[str, Any]:
             value = dns["value"]
             address = value in ("@load_balancer", "@eip", "@parameter") or re.fullmatch(r"(?:\d{1,3}\.){3}\d{1,3}", value)
             dns["type"] = "A" if address else "AAAA" if ":" in value else "CNAME"
-        if dns["value"] == "@load_balancer" and resolved["load_balancer"]["kind"] == "alb":
+        if dns["value"] == "@load_balancer" and resolved["load_balancer"]["kind"] in ("alb", "nlb"):
             dns["type"] = "CNAME"  # an ALB is reached by its DNS name
     if resolved.get("sls") and not resolved["sls"]["project"]:
         resolved["sls"]["project"] = "iac-code-logs"
@@ -1003,6 +1006,9 @@ def _ros_load_balancer(ros: _Ros) -> None:
     lb = ros.spec["load_balancer"]
     if not lb:
         return
+    if lb["kind"] == "nlb":
+        _ros_nlb(ros)
+        return
     if lb["kind"] == "alb":
         mappings = [{"ZoneId": _ref(f"ZoneId{index}"), "VSwitchId": _ref(f"VSwitch{index}")}
                     for index in range(1, len(ros.spec["vswitches"]) + 1)]
@@ -1019,6 +1025,27 @@ def _ros_load_balancer(ros: _Ros) -> None:
     ros.output("LoadBalancerId", "ID of the SLB instance.", _att("LoadBalancer", "LoadBalancerId"))
     ros.output("LoadBalancerAddress", "IP address of the SLB instance.", _att("LoadBalancer", "IpAddress"))
     _ros_slb_backends(ros)
+
+
+def _ros_nlb(ros: _Ros) -> None:
+    """An NLB across the vSwitches' zones, a TCP server group with health checks, a TCP listener on 80, the instances."""
+    lb = ros.spec["load_balancer"]
+    mappings = [{"ZoneId": _ref(f"ZoneId{index}"), "VSwitchId": _ref(f"VSwitch{index}")}
+                for index in range(1, len(ros.spec["vswitches"]) + 1)]
+    ros.add("Nlb", "nlb", {"LoadBalancerName": "iac-code-nlb", "VpcId": _ref("Vpc"), "AddressIpVersion": "ipv4",
+                           "AddressType": "Internet" if lb["public"] else "Intranet", "ZoneMappings": mappings})
+    ros.add("NlbServerGroup", "nlb_server_group", {"ServerGroupName": "iac-code-nlb-sg", "VpcId": _ref("Vpc"),
+                                                   "Protocol": "TCP", "ServerGroupType": "Instance",
+                                                   "HealthCheckConfig": {"HealthCheckEnabled": True}})
+    group = _att("NlbServerGroup", "ServerGroupId")
+    ros.add("NlbListener", "nlb_listener", {"LoadBalancerId": _att("Nlb", "LoadBalancerId"), "ListenerProtocol": "TCP",
+                                            "ListenerPort": 80, "ServerGroupId": group}, taggable=None)
+    if ros.spec["ecs"]:
+        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": 80, "Weight": 100}
+                   for index in range(1, ros.spec["ecs"]["count"] + 1)]
+        ros.add("NlbBackendServers", "nlb_backend", {"ServerGroupId": group, "Servers": servers}, taggable=None)
+    ros.output("NlbId", "ID of the NLB instance.", _att("Nlb", "LoadBalancerId"))
+    ros.output("NlbDnsName", "DNS name of the NLB instance.", _att("Nlb", "DNSName"))
 
 
 def _ros_slb_backends(ros: _Ros) -> None:
@@ -1131,7 +1158,7 @@ def describe(spec: dict[str, Any]) -> str:
         ecs = spec["ecs"]
         parts.append(f"{ecs['count']} ECS instance{'s' if ecs['count'] != 1 else ''} ({ecs['instance_type']})")
     if spec["load_balancer"]:
-        parts.append("an ALB" if spec["load_balancer"]["kind"] == "alb" else "an SLB")
+        parts.append(f"an {spec['load_balancer']['kind'].upper()}")
     if spec["nat"]:
         parts.append("a NAT gateway with an EIP and SNAT")
     elif spec["eip"]:
@@ -1219,7 +1246,8 @@ def _ros_services(ros: _Ros) -> None:
         rr, domain = split_domain(dns["name"])
         value: Any = dns["value"]
         if value == "@load_balancer":
-            value = (_att("Alb", "DNSName") if spec["load_balancer"]["kind"] == "alb"
+            kind = spec["load_balancer"]["kind"]
+            value = (_att("Alb", "DNSName") if kind == "alb" else _att("Nlb", "DNSName") if kind == "nlb"
                      else _att("LoadBalancer", "IpAddress"))
         elif value == "@eip":
             value = _att("Eip", "EipAddress")

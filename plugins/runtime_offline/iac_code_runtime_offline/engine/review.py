@@ -365,7 +365,8 @@ _ROS_TAGGABLE = frozenset(
     ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry",
                  "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
                  "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore",
-                 "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget"}
+                 "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget",
+                 "ALIYUN::NLB::Listener", "ALIYUN::NLB::BackendServerAttachment"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 

@@ -158,6 +158,24 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "FileSystemId": "string", "NetworkType": "string", "VpcId": "string", "VSwitchId": "string",
         "AccessGroupName": "string", "SecurityGroupId": "string", "EnableIpv6": "boolean",
     }, {"MountTargetDomain"}),
+    "ALIYUN::NLB::LoadBalancer": _schema({"VpcId", "AddressType", "ZoneMappings"}, {
+        "LoadBalancerName": "string", "VpcId": "string", "AddressType": "string", "AddressIpVersion": "string",
+        "ZoneMappings": "list", "LoadBalancerType": "string", "LoadBalancerBillingConfig": "map",
+        "DeletionProtectionConfig": "map", "ResourceGroupId": "string", **_TAGS,
+    }, {"LoadBalancerId", "DNSName", "LoadBalancerArn"}),
+    "ALIYUN::NLB::ServerGroup": _schema({"ServerGroupName", "VpcId"}, {
+        "ServerGroupName": "string", "VpcId": "string", "Protocol": "string", "ServerGroupType": "string",
+        "HealthCheckConfig": "map", "Scheduler": "string", "ConnectionDrainEnabled": "boolean",
+        "PreserveClientIpEnabled": "boolean", "ResourceGroupId": "string", **_TAGS,
+    }, {"ServerGroupId"}),
+    "ALIYUN::NLB::Listener": _schema({"LoadBalancerId", "ListenerProtocol", "ServerGroupId"}, {
+        "LoadBalancerId": "string", "ListenerProtocol": "string", "ListenerPort": "integer", "ServerGroupId": "string",
+        "StartPort": "integer", "EndPort": "integer", "IdleTimeout": "integer", "ListenerDescription": "string",
+        "CertificateIds": "list", "SecurityPolicyId": "string",
+    }, {"ListenerId"}),
+    "ALIYUN::NLB::BackendServerAttachment": _schema({"ServerGroupId", "Servers"}, {
+        "ServerGroupId": "string", "Servers": "list",
+    }, {"ServerGroupId"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

@@ -158,6 +158,9 @@ def _load_balancer(tf: _Tf) -> None:
     lb = tf.spec["load_balancer"]
     if not lb:
         return
+    if lb["kind"] == "nlb":
+        _nlb(tf)
+        return
     if lb["kind"] == "alb":
         body: list[tuple[str, Any]] = [
             ("load_balancer_name", "iac-code-alb"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
@@ -178,6 +181,29 @@ def _load_balancer(tf: _Tf) -> None:
     tf.output("slb_id", "ID of the SLB instance.", "alicloud_slb_load_balancer.slb.id")
     tf.output("slb_address", "IP address of the SLB instance.", "alicloud_slb_load_balancer.slb.address")
     _slb_backends(tf)
+
+
+def _nlb(tf: _Tf) -> None:
+    """An NLB across every vSwitch's zone, a TCP server group, a TCP listener on 80 and one attachment per instance."""
+    spec = tf.spec
+    zones = [("zone_mappings", Block([("vswitch_id", Expr(f"alicloud_vswitch.vsw{i}.id")),
+                                      ("zone_id", Expr(f"alicloud_vswitch.vsw{i}.zone_id"))]))
+             for i in range(1, len(spec["vswitches"]) + 1)]
+    tf.resource("nlb", "nlb", [("load_balancer_name", "iac-code-nlb"), ("load_balancer_type", "Network"),
+                               ("address_type", "Internet" if spec["load_balancer"]["public"] else "Intranet"),
+                               ("address_ip_version", "Ipv4"), ("vpc_id", Expr("alicloud_vpc.vpc.id")), *zones])
+    tf.resource("nlb_server_group", "nlb", [("server_group_name", "iac-code-nlb-sg"), ("server_group_type", "Instance"),
+                                            ("vpc_id", Expr("alicloud_vpc.vpc.id")), ("protocol", "TCP"),
+                                            ("health_check", Block([("health_check_enabled", True)]))])
+    tf.resource("nlb_listener", "nlb_80", [("listener_protocol", "TCP"), ("listener_port", 80),
+                                           ("load_balancer_id", Expr("alicloud_nlb_load_balancer.nlb.id")),
+                                           ("server_group_id", Expr("alicloud_nlb_server_group.nlb.id"))], taggable=False)
+    for index, server in enumerate(_instance_ids(spec), start=1):
+        tf.resource("nlb_backend", f"nlb_{index}", [("server_group_id", Expr("alicloud_nlb_server_group.nlb.id")),
+                                                    ("server_id", server), ("server_type", "Ecs"), ("port", 80),
+                                                    ("weight", 100)], taggable=False)
+    tf.output("nlb_id", "ID of the NLB instance.", "alicloud_nlb_load_balancer.nlb.id")
+    tf.output("nlb_dns_name", "DNS name of the NLB instance.", "alicloud_nlb_load_balancer.nlb.dns_name")
 
 
 def _instance_ids(spec: dict[str, Any]) -> list[Expr]:
@@ -333,8 +359,9 @@ def _services(tf: _Tf) -> None:
         rr, domain = split_domain(dns["name"])
         value: Any = dns["value"]
         if value == "@load_balancer":
-            value = Expr("alicloud_alb_load_balancer.alb.dns_name" if spec["load_balancer"]["kind"] == "alb"
-                         else "alicloud_slb_load_balancer.slb.address")
+            kind = spec["load_balancer"]["kind"]
+            value = Expr("alicloud_alb_load_balancer.alb.dns_name" if kind == "alb" else
+                         "alicloud_nlb_load_balancer.nlb.dns_name" if kind == "nlb" else "alicloud_slb_load_balancer.slb.address")
         elif value == "@eip":
             value = Expr("alicloud_eip_address.eip.ip_address")
         elif value == "@parameter":

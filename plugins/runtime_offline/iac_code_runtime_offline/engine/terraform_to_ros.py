@@ -68,6 +68,10 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
     "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_nlb_load_balancer": {"dns_name": "DNSName"},
+    "alicloud_nlb_server_group": {},
+    "alicloud_nlb_listener": {},
+    "alicloud_nlb_server_group_server_attachment": {},
     "alicloud_nas_file_system": {},
     "alicloud_nas_mount_target": {"mount_target_domain": "MountTargetDomain"},
     "alicloud_alidns_record": {},
@@ -337,6 +341,40 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vpc_id": ("VpcId", "value"),
         "network_type": ("NetworkType", "value"),
         "security_group_id": ("SecurityGroupId", "value"),
+    },
+    "alicloud_nlb_load_balancer": {
+        "load_balancer_name": ("LoadBalancerName", "value"),
+        "load_balancer_type": ("LoadBalancerType", "value"),
+        "address_type": ("AddressType", "value"),
+        "address_ip_version": ("AddressIpVersion", "lower"),
+        "vpc_id": ("VpcId", "value"),
+        "zone_mappings": ("ZoneMappings", "alb_zones"),
+        "resource_group_id": ("ResourceGroupId", "value"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_nlb_server_group": {
+        "server_group_name": ("ServerGroupName", "value"),
+        "server_group_type": ("ServerGroupType", "value"),
+        "vpc_id": ("VpcId", "value"),
+        "protocol": ("Protocol", "value"),
+        "scheduler": ("Scheduler", "value"),
+        "health_check": ("HealthCheckConfig", "camel_block"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_nlb_listener": {
+        "load_balancer_id": ("LoadBalancerId", "value"),
+        "listener_protocol": ("ListenerProtocol", "value"),
+        "listener_port": ("ListenerPort", "int"),
+        "server_group_id": ("ServerGroupId", "value"),
+        "idle_timeout": ("IdleTimeout", "int"),
+        "listener_description": ("ListenerDescription", "value"),
+    },
+    "alicloud_nlb_server_group_server_attachment": {
+        "server_group_id": ("ServerGroupId", "value"),
+        "server_id": ("Servers.0.ServerId", "value"),
+        "server_type": ("Servers.0.ServerType", "value"),
+        "port": ("Servers.0.Port", "int"),
+        "weight": ("Servers.0.Weight", "int"),
     },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
@@ -919,6 +957,11 @@ def _t_alb_billing(conv: _Converter, value: Any, where: str) -> Any:
     return {"PayType": block["pay_type"]} if "pay_type" in block else {}
 
 
+def _t_lower(conv: _Converter, value: Any, where: str) -> Any:
+    """Terraform spells some enums capitalised where ROS wants lower case ("Ipv4" → "ipv4")."""
+    return value.lower() if isinstance(value, str) else value
+
+
 def _t_alb_zones(conv: _Converter, value: Any, where: str) -> Any:
     """zone_mappings blocks → ZoneMappings [{ZoneId, VSwitchId}]."""
     blocks = value if isinstance(value, list) else [value]
@@ -1019,6 +1062,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "oss_sse": _t_oss_sse,
     "enabled_flag": _mapped({"Enabled": True, "Disabled": False}),
     "polardb_pay": _mapped({"PostPaid": "Postpaid", "PrePaid": "Prepaid"}),
+    "lower": _t_lower,
     "oss_lifecycle": _t_oss_lifecycle,
     "alb_actions": _t_alb_actions,
 }

@@ -420,3 +420,18 @@ def test_nas_file_system_and_mount_target() -> None:
     assert res["ShareMountTarget"]["Properties"]["FileSystemId"] == {"Ref": "Share"}
     assert res["ShareMountTarget"]["Properties"]["NetworkType"] == "Vpc"
     assert result.template["Outputs"]["MountDomain"]["Value"] == {"Fn::GetAtt": ["ShareMountTarget", "MountTargetDomain"]}
+
+
+def test_nlb_listener_server_group_and_attachment() -> None:
+    result = _load("14_nlb.tf")
+    res = result.template["Resources"]
+    assert res["Nlb"]["Properties"]["AddressIpVersion"] == "ipv4"
+    assert res["Nlb"]["Properties"]["ZoneMappings"] == [
+        {"ZoneId": {"Fn::GetAtt": ["A", "ZoneId"]}, "VSwitchId": {"Ref": "A"}},
+        {"ZoneId": {"Fn::GetAtt": ["B", "ZoneId"]}, "VSwitchId": {"Ref": "B"}}]
+    assert res["Tcp"]["Properties"]["HealthCheckConfig"] == {"HealthCheckEnabled": True}
+    assert res["Tcp80"]["Properties"] == {"ListenerProtocol": "TCP", "ListenerPort": 80, "LoadBalancerId": {"Ref": "Nlb"},
+                                          "ServerGroupId": {"Ref": "Tcp"}}
+    assert res["Web"]["Properties"] == {"ServerGroupId": {"Ref": "Tcp"}, "Servers": [
+        {"ServerId": "i-bp1example", "ServerType": "Ecs", "Port": 80, "Weight": 100}]}
+    assert result.template["Outputs"]["NlbDns"]["Value"] == {"Fn::GetAtt": ["Nlb", "DNSName"]}
