@@ -36,6 +36,8 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "polardb": ("ALIYUN::POLARDB::DBCluster", "alicloud_polardb_cluster"),
     "nas_file_system": ("ALIYUN::NAS::FileSystem", "alicloud_nas_file_system"),
     "nas_mount_target": ("ALIYUN::NAS::MountTarget", "alicloud_nas_mount_target"),
+    "ram_role": ("ALIYUN::RAM::Role", "alicloud_ram_role"),
+    "ram_policy": ("ALIYUN::RAM::ManagedPolicy", "alicloud_ram_policy"),
     "kms_key": ("ALIYUN::KMS::Key", "alicloud_kms_key"),
     "dns_record": ("ALIYUN::DNS::DomainRecord", "alicloud_alidns_record"),
     "sls_project": ("ALIYUN::SLS::Project", "alicloud_log_project"),

@@ -57,7 +57,7 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"\bcen\b|cloud enterprise network", "CEN"),
     (r"auto ?scaling(?:\s+group)?|弹性伸缩", "Auto Scaling"),
     (r"api gateway|api网关", "API Gateway"),
-    (r"\bram (?:role|user|policy)\b", "RAM role/user"),
+    (r"\bram users?\b|ram ?用户", "RAM user"),
     (r"\bssl certificate|证书", "SSL certificate"),
     # Plain HTTP/TCP listeners are generated with the load balancer; an HTTPS one needs a certificate.
     (r"\bhttps\s+listeners?\b|https\s*监听", "HTTPS listener (needs an SSL certificate)"),
@@ -81,6 +81,7 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
     "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
     "nas": r"\bnas\b|file ?system|文件存储|文件系统|shared (?:file )?storage|\bnfs\b|\bsmb share\b",
+    "ram": r"\bram (?:roles?|polic(?:y|ies))\b|\b(?:iam|instance|service) roles?\b|ram ?角色|权限策略|授权策略|实例角色",
     "dns": r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b",
     "polardb": r"polar ?db",
 }
@@ -128,6 +129,7 @@ def _mentions(block: str, text: str) -> bool:
     """Whether the text mentions a building block (database/cache "instances" are not ECS instances)."""
     if block == "ecs":
         text = _DB_INSTANCE_PHRASE.sub(" ", text)
+        text = re.sub(r"\binstance roles?\b|实例角色", " ", text, flags=re.IGNORECASE)
     if block == "rds":
         text = _OTHER_DATABASES.sub(" ", text)
     if block == "slb":
@@ -524,6 +526,64 @@ def split_domain(name: str) -> tuple[str, str]:
     return ".".join(labels[:-size]), ".".join(labels[-size:])
 
 
+_RAM_PRINCIPALS = [(r"function compute|\bfc\b|函数计算", "fc.aliyuncs.com"),
+                   (r"\back\b|kubernetes|\bk8s\b|容器服务", "cs.aliyuncs.com"),
+                   (r"\bros\b|resource orchestration|资源编排", "ros.aliyuncs.com"),
+                   (r"\becs\b|instances?|servers?|实例|服务器", "ecs.aliyuncs.com")]
+
+
+def _parse_ram(text: str) -> dict[str, Any]:
+    """A RAM role: who assumes it (ECS, FC, ACK, ROS) and the access its policy grants, as written."""
+    ram: dict[str, Any] = {}
+    name = re.search(r"(?:role|角色)\s*(?:named|called|name|名为|叫)\s*[\"'`]?([a-z][a-z0-9-]{1,63})[\"'`]?", text, re.IGNORECASE)
+    if name:
+        ram["name"] = name.group(1)
+    lower = text.lower()
+    for pattern, service in _RAM_PRINCIPALS:
+        if re.search(pattern, lower):
+            ram["principal"] = service
+            break
+    read_only = _has(text, r"read[- ]?only|\bread\b|只读|读取")
+    actions: list[str] = []
+    if _has(text, r"\boss\b|buckets?|对象存储"):
+        actions += ["oss:GetObject", "oss:ListObjects"] if read_only else ["oss:GetObject", "oss:ListObjects",
+                                                                            "oss:PutObject", "oss:DeleteObject"]
+    if _has(text, r"\bkms\b|decrypt|解密"):
+        actions += ["kms:Decrypt"]
+    if _has(text, r"log service|\bsls\b|\blogs?\b|日志"):
+        actions += ["log:GetLogStoreLogs"] if read_only else ["log:PostLogStoreLogs"]
+    if actions:
+        ram["actions"] = actions
+    bucket = re.search(r"bucket\s*(?:named|called|name|名为)?\s*[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)", text,
+                       re.IGNORECASE)
+    if bucket and bucket.group(1).lower() not in _NOT_NAMES:
+        ram["bucket"] = bucket.group(1).lower()
+    return ram
+
+
+def ram_documents(ram: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The role's trust policy and (when access was asked for) its permission policy, as RAM policy documents."""
+    trust = {"Version": "1", "Statement": [{"Action": "sts:AssumeRole", "Effect": "Allow",
+                                            "Principal": {"Service": [ram["principal"]]}}]}
+    if not ram.get("actions"):
+        return trust, None
+    resources = ["*"]
+    if ram.get("bucket") and all(a.startswith("oss:") for a in ram["actions"]):
+        resources = [f"acs:oss:*:*:{ram['bucket']}", f"acs:oss:*:*:{ram['bucket']}/*"]
+    policy = {"Version": "1", "Statement": [{"Effect": "Allow", "Action": ram["actions"], "Resource": resources}]}
+    return trust, policy
+
+
+# In a RAM request, who assumes the role and what it may access are not things to create.
+_RAM_CONTEXT = re.compile(
+    r"(?:for|used by|assumed by|给|供)\s*(?:the\s+)?(?:\w+\s+)?(?:ecs(?:\s+instances?)?|instances?|servers?|function compute"
+    r"|\bfc\b|\back\b|kubernetes|\bros\b)"
+    r"|(?:函数计算|容器服务|ecs ?实例|实例|服务器)\s*(?:使用的|用的|使用)"
+    r"|(?:(?:read[- ]?only|full|write|read)\s+)?access\s+to\s+(?:the\s+)?(?:oss\s+buckets?|buckets?|oss|kms|log service|logs?)"
+    r"(?:\s+(?:named|called)\s+[\w-]+)?",
+    re.IGNORECASE)
+
+
 def _parse_nas(text: str) -> dict[str, Any]:
     """NAS protocol (NFS, or SMB for Windows shares) and storage type (performance or capacity)."""
     nas: dict[str, Any] = {}
@@ -594,7 +654,9 @@ def _format_of(text: str) -> str | None:
 
 def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything a request says, as a delta: only mentioned things are present."""
-    unmapped, text = _unmapped(normalize(prompt))
+    whole = normalize(prompt)
+    ram = _has(whole, _BLOCK_PATTERNS["ram"])
+    unmapped, text = _unmapped(_RAM_CONTEXT.sub(" ", whole) if ram else whole)
     delta: dict[str, Any] = {"unmapped": unmapped, "add": [], "remove": []}
     fmt = _format_of(text)
     if fmt:
@@ -604,7 +666,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     if rules:
         delta["rules"] = rules
     for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "nlb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls", "mongodb", "polardb", "dns", "nas"):
+                  "sls", "mongodb", "polardb", "dns", "nas", "ram"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -620,6 +682,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["polardb"] = _parse_polardb(text) if "polardb" in delta["add"] else {}
     delta["dns"] = _parse_dns(text) if "dns" in delta["add"] else {}
     delta["nas"] = _parse_nas(text) if "nas" in delta["add"] else {}
+    delta["ram"] = _parse_ram(whole) if "ram" in delta["add"] else {}
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -635,7 +698,7 @@ def empty_spec() -> dict[str, Any]:
     return {
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
-        "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None, "nas": None,
+        "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None, "nas": None, "ram": None,
         "tags": {}, "unmapped": [],
     }
 
@@ -710,7 +773,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     keys = {"slb": "load_balancer", "alb": "load_balancer", "nlb": "load_balancer", "security_group": "security_group",
             "nat": "nat", "eip": "eip",
             "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
-            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas"}
+            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas", "ram": "ram"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -725,6 +788,9 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
         spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "ram" in add or (spec.get("ram") and delta.get("ram")):
+        spec["ram"] = _merge(spec.get("ram"), delta.get("ram", {}),
+                             {"name": "iac-code-role", "principal": "ecs.aliyuncs.com", "actions": [], "bucket": None})
     if "nas" in add or (spec.get("nas") and delta.get("nas")):
         spec["nas"] = _merge(spec.get("nas"), delta.get("nas", {}), {"protocol": "NFS", "storage": "Performance"})
     if "dns" in add or (spec.get("dns") and delta.get("dns")):
@@ -898,6 +964,8 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
         blocks.append("polardb")
     if spec.get("nas"):
         blocks += ["nas_file_system", "nas_mount_target"]
+    if spec.get("ram"):
+        blocks += ["ram_role", "ram_policy"] if spec["ram"]["actions"] else ["ram_role"]
     if spec.get("kms"):
         blocks.append("kms_key")
     if spec.get("dns"):
@@ -997,6 +1065,8 @@ def _ros_ecs(ros: _Ros) -> None:
         }
         if ecs["data_disk"]:
             properties["DiskMappings"] = [{"Category": "cloud_essd", "Size": ecs["data_disk"], "Encrypted": "true"}]
+        if (ros.spec.get("ram") or {}).get("principal") == "ecs.aliyuncs.com":
+            properties["RamRoleName"] = _att("Role", "RoleName")  # the instance role, attached
         ros.add(f"Instance{index}", "ecs_instance", properties)
         ros.output(f"Instance{index}Id", f"ID of ECS instance {index}.", _att(f"Instance{index}", "InstanceId"))
         ros.output(f"Instance{index}PrivateIp", f"Private IP of ECS instance {index}.", _att(f"Instance{index}", "PrivateIp"))
@@ -1175,6 +1245,8 @@ def describe(spec: dict[str, Any]) -> str:
         parts.append(f"a PolarDB {spec['polardb']['engine']} {spec['polardb']['version']} cluster")
     if spec.get("nas"):
         parts.append(f"a NAS {spec['nas']['protocol']} file system with a mount target")
+    if spec.get("ram"):
+        parts.append(f"a RAM role for {spec['ram']['principal']}" + (" with a policy" if spec["ram"]["actions"] else ""))
     if spec.get("kms"):
         parts.append("a KMS key with automatic rotation")
     if spec.get("dns"):
@@ -1227,8 +1299,17 @@ def _ros_nas(ros: _Ros) -> None:
 
 
 def _ros_services(ros: _Ros) -> None:
-    """Services outside the VPC: a KMS key, a Log Service project with its logstore."""
+    """Services outside the VPC: a RAM role, a KMS key, a Log Service project with its logstore, a DNS record."""
     spec = ros.spec
+    if spec.get("ram"):
+        ram = spec["ram"]
+        trust, policy = ram_documents(ram)
+        ros.add("Role", "ram_role", {"RoleName": ram["name"], "AssumeRolePolicyDocument": trust,
+                                     "Description": "iac-code role"}, taggable=None)
+        ros.output("RoleArn", "ARN of the RAM role.", _att("Role", "Arn"))
+        if policy is not None:
+            ros.add("RolePolicy", "ram_policy", {"PolicyName": f"{ram['name']}-policy", "PolicyDocument": policy,
+                                                 "Roles": [_att("Role", "RoleName")]}, taggable=None)
     if spec.get("kms"):
         ros.add("Key", "kms_key", {"Description": "iac-code key", "KeyUsage": "ENCRYPT/DECRYPT",
                                    "EnableAutomaticRotation": True, "RotationInterval": f"{spec['kms']['rotation_days']}d",

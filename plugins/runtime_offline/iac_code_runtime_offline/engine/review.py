@@ -65,6 +65,7 @@ _RULE_LIST = [
     Rule("IAC024", "kms_no_rotation", "warning", "KMS key without automatic key rotation."),
     Rule("IAC025", "log_short_retention", "warning", "Log Service logstore keeps logs for fewer than 30 days."),
     Rule("IAC026", "nas_not_encrypted", "warning", "NAS file system without encryption at rest."),
+    Rule("IAC027", "ram_admin_policy", "error", "RAM policy allows every action (\"*\") or every action of a service on \"*\"."),
 ]
 RULES: dict[str, Rule] = {rule.rule_id: rule for rule in _RULE_LIST}
 
@@ -366,7 +367,8 @@ _ROS_TAGGABLE = frozenset(
                  "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
                  "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore",
                  "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget",
-                 "ALIYUN::NLB::Listener", "ALIYUN::NLB::BackendServerAttachment"}
+                 "ALIYUN::NLB::Listener", "ALIYUN::NLB::BackendServerAttachment", "ALIYUN::RAM::Role",
+                 "ALIYUN::RAM::ManagedPolicy"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 
@@ -592,6 +594,8 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _open_allowlist(_split_ips(props.get("SecurityIPList")), f"{p}.SecurityIPList", "PolarDB")
     elif rtype == "ALIYUN::NAS::FileSystem" and _as_int(props.get("EncryptType", 0)) == 0:
         findings.append(_nas_unencrypted(f"{p}.EncryptType", "EncryptType: 1 (or 2 with a KmsKeyId)"))
+    elif rtype == "ALIYUN::RAM::ManagedPolicy":
+        findings += _ram_wide(f"{p}.PolicyDocument", props.get("PolicyDocument"))
     elif rtype == "ALIYUN::KMS::Key" and not _truthy(props.get("EnableAutomaticRotation")):
         findings.append(_kms_no_rotation(f"{p}.EnableAutomaticRotation", "EnableAutomaticRotation: true"))
     elif rtype == "ALIYUN::SLS::Logstore":
@@ -753,6 +757,36 @@ def _slb_http(location: str, protocol: Any, port: Any, has_https: bool) -> list[
 def _kms_no_rotation(location: str, setting: str) -> Finding:
     return _finding("IAC024", location, "The KMS key is never rotated automatically.",
                     f"Set {setting} (and a RotationInterval such as 365d) so a leaked key version has a bounded life.")
+
+
+def _json_document(value: Any) -> Any:
+    """A policy document written as a JSON string (or already a mapping); None when it cannot be read."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _ram_wide(location: str, document: Any) -> list[Finding]:
+    """IAC027: an Allow statement whose actions include "*" or "<service>:*" on every resource."""
+    if not isinstance(document, dict):
+        return []
+    statements = document.get("Statement")
+    for statement in statements if isinstance(statements, list) else []:
+        if not isinstance(statement, dict) or str(statement.get("Effect", "")).lower() != "allow":
+            continue
+        actions = statement.get("Action")
+        actions = [actions] if isinstance(actions, str) else actions if isinstance(actions, list) else []
+        resources = statement.get("Resource")
+        resources = [resources] if isinstance(resources, str) else resources if isinstance(resources, list) else []
+        if any(a == "*" or (isinstance(a, str) and a.endswith(":*")) for a in actions) and "*" in resources:
+            return [_finding("IAC027", location, "The policy allows every action of a service (or of all services) "
+                             "on every resource.", "Grant the specific actions the workload needs, on its own resources.")]
+    return []
 
 
 def _nas_unencrypted(location: str, setting: str) -> Finding:
@@ -926,6 +960,8 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return _open_allowlist(_split_ips(body.get("security_ips")), f"{base}.security_ips", "PolarDB")
     if rtype == "alicloud_nas_file_system" and _as_int(body.get("encrypt_type", 0)) == 0:
         return [_nas_unencrypted(f"{base}.encrypt_type", "encrypt_type = 1 (or 2 with a kms_key_id)")]
+    if rtype == "alicloud_ram_policy":
+        return _ram_wide(f"{base}.policy_document", _json_document(body.get("policy_document")))
     if rtype == "alicloud_kms_key" and str(body.get("automatic_rotation", "Disabled")) != "Enabled":
         return [_kms_no_rotation(f"{base}.automatic_rotation", 'automatic_rotation = "Enabled"')]
     if rtype == "alicloud_log_store":

@@ -64,7 +64,8 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "SystemDiskSize": "integer", "DiskMappings": "list", "Password": "string", "ZoneId": "string",
         "InstanceName": "string", "HostName": "string", "AllocatePublicIP": "boolean",
         "InternetMaxBandwidthOut": "integer", "InstanceChargeType": "string", "UserData": "string",
-        "Description": "string", "DeletionProtection": "boolean", "ResourceGroupId": "string", **_TAGS,
+        "Description": "string", "DeletionProtection": "boolean", "ResourceGroupId": "string", "RamRoleName": "string",
+        **_TAGS,
     }, {"InstanceId", "PrivateIp", "PublicIp", "ZoneId", "HostName", "InnerIp"}),
     "ALIYUN::SLB::LoadBalancer": _schema(set(), {
         "VpcId": "string", "VSwitchId": "string", "AddressType": "string", "LoadBalancerSpec": "string",
@@ -176,6 +177,14 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
     "ALIYUN::NLB::BackendServerAttachment": _schema({"ServerGroupId", "Servers"}, {
         "ServerGroupId": "string", "Servers": "list",
     }, {"ServerGroupId"}),
+    "ALIYUN::RAM::Role": _schema({"RoleName", "AssumeRolePolicyDocument"}, {
+        "RoleName": "string", "AssumeRolePolicyDocument": "map", "Description": "string", "Policies": "list",
+        "MaxSessionDuration": "integer", "DeletionForce": "boolean",
+    }, {"RoleName", "RoleId", "Arn"}),
+    "ALIYUN::RAM::ManagedPolicy": _schema({"PolicyName"}, {
+        "PolicyName": "string", "PolicyDocument": "map", "PolicyDocumentUnchecked": "map", "Description": "string",
+        "Roles": "list", "Users": "list", "Groups": "list",
+    }, {"PolicyName"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

@@ -137,6 +137,8 @@ def _ecs(tf: _Tf) -> None:
     ]
     if ecs["data_disk"]:
         body.append(("data_disks", Block([("category", "cloud_essd"), ("size", ecs["data_disk"]), ("encrypted", True)])))
+    if (tf.spec.get("ram") or {}).get("principal") == "ecs.aliyuncs.com":
+        body.append(("role_name", Expr("alicloud_ram_role.role.role_name")))
     tf.resource("ecs_instance", "ecs", body)
     tf.output("instance_ids", "IDs of the ECS instances.", "alicloud_instance.ecs[*].id")
     tf.output("instance_private_ips", "Private IPs of the ECS instances.", "alicloud_instance.ecs[*].private_ip")
@@ -339,6 +341,22 @@ def _nas(tf: _Tf) -> None:
 
 def _services(tf: _Tf) -> None:
     spec = tf.spec
+    if spec.get("ram"):
+        from iac_code_runtime_offline.engine.generation import ram_documents
+
+        ram = spec["ram"]
+        trust, policy = ram_documents(ram)
+        tf.resource("ram_role", "role", [("role_name", ram["name"]), ("description", "iac-code role"),
+                                         ("assume_role_policy_document", Expr(f"jsonencode({json.dumps(trust)})"))],
+                    taggable=False)
+        tf.output("ram_role_arn", "ARN of the RAM role.", "alicloud_ram_role.role.arn")
+        if policy is not None:
+            tf.resource("ram_policy", "policy", [("policy_name", f"{ram['name']}-policy"),
+                                                 ("policy_document", Expr(f"jsonencode({json.dumps(policy)})"))],
+                        taggable=False)
+            tf.blocks.append(_top("resource", ["alicloud_ram_role_policy_attachment", "role"], [
+                ("policy_name", Expr("alicloud_ram_policy.policy.policy_name")), ("policy_type", "Custom"),
+                ("role_name", Expr("alicloud_ram_role.role.role_name"))]))
     if spec.get("kms"):
         tf.resource("kms_key", "key", [("description", "iac-code key"), ("key_usage", "ENCRYPT/DECRYPT"),
                                        ("automatic_rotation", "Enabled"),

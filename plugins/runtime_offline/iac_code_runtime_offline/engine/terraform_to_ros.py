@@ -10,6 +10,7 @@ input never raises.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
     "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_ram_role": {"arn": "Arn", "role_name": "RoleName", "name": "RoleName"},
+    "alicloud_ram_policy": {"policy_name": "PolicyName", "name": "PolicyName"},
     "alicloud_nlb_load_balancer": {"dns_name": "DNSName"},
     "alicloud_nlb_server_group": {},
     "alicloud_nlb_listener": {},
@@ -147,6 +150,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "user_data": ("UserData", "value"),
         "description": ("Description", "value"),
         "tags": ("Tags", "tag_list"),
+        "role_name": ("RamRoleName", "value"),
     },
     "alicloud_slb_load_balancer": {
         "load_balancer_name": ("LoadBalancerName", "value"),
@@ -375,6 +379,21 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "server_type": ("Servers.0.ServerType", "value"),
         "port": ("Servers.0.Port", "int"),
         "weight": ("Servers.0.Weight", "int"),
+    },
+    "alicloud_ram_role": {
+        "role_name": ("RoleName", "value"),
+        "name": ("RoleName", "value"),
+        "assume_role_policy_document": ("AssumeRolePolicyDocument", "json_doc"),
+        "document": ("AssumeRolePolicyDocument", "json_doc"),
+        "description": ("Description", "value"),
+        "max_session_duration": ("MaxSessionDuration", "int"),
+    },
+    "alicloud_ram_policy": {
+        "policy_name": ("PolicyName", "value"),
+        "name": ("PolicyName", "value"),
+        "policy_document": ("PolicyDocument", "json_doc"),
+        "document": ("PolicyDocument", "json_doc"),
+        "description": ("Description", "value"),
     },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
@@ -957,6 +976,20 @@ def _t_alb_billing(conv: _Converter, value: Any, where: str) -> Any:
     return {"PayType": block["pay_type"]} if "pay_type" in block else {}
 
 
+def _t_json_doc(conv: _Converter, value: Any, where: str) -> Any:
+    """A policy document: a JSON string (a heredoc or a literal) becomes the mapping ROS wants."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            document = json.loads(value)
+        except ValueError:
+            raise _Unmappable("the policy document is not literal JSON (jsonencode() and references are not converted)") from None
+        if isinstance(document, dict):
+            return document
+    raise _Unmappable("the policy document is not a JSON object")
+
+
 def _t_lower(conv: _Converter, value: Any, where: str) -> Any:
     """Terraform spells some enums capitalised where ROS wants lower case ("Ipv4" → "ipv4")."""
     return value.lower() if isinstance(value, str) else value
@@ -1063,6 +1096,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "enabled_flag": _mapped({"Enabled": True, "Disabled": False}),
     "polardb_pay": _mapped({"PostPaid": "Postpaid", "PrePaid": "Prepaid"}),
     "lower": _t_lower,
+    "json_doc": _t_json_doc,
     "oss_lifecycle": _t_oss_lifecycle,
     "alb_actions": _t_alb_actions,
 }

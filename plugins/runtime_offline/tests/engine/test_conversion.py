@@ -435,3 +435,14 @@ def test_nlb_listener_server_group_and_attachment() -> None:
     assert res["Web"]["Properties"] == {"ServerGroupId": {"Ref": "Tcp"}, "Servers": [
         {"ServerId": "i-bp1example", "ServerType": "Ecs", "Port": 80, "Weight": 100}]}
     assert result.template["Outputs"]["NlbDns"]["Value"] == {"Fn::GetAtt": ["Nlb", "DNSName"]}
+
+
+def test_ram_role_and_policy_documents() -> None:
+    result = _load("15_ram.tf")
+    res = result.template["Resources"]
+    assert res["Reader"]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": ["ecs.aliyuncs.com"]}
+    assert res["Reports"]["Properties"]["PolicyDocument"]["Statement"][0]["Action"] == ["oss:GetObject"]
+    assert result.template["Outputs"]["RoleArn"]["Value"] == {"Fn::GetAtt": ["Reader", "Arn"]}
+    wrapped = convert('resource "alicloud_ram_policy" "p" {\n  policy_name = "p"\n  policy_document = jsonencode({a = 1})\n}\n')
+    assert any("policy_document was not converted" in w for w in wrapped.warnings)  # said, not silently dropped
