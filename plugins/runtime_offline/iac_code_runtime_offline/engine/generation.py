@@ -47,7 +47,6 @@ REGION_NAMES = {
 UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"\b(?:kubernetes|k8s|ack)\b(?:\s+(?:cluster|集群))?|容器服务|k8s集群", "Kubernetes cluster"),
     (r"\bcdn\b|内容分发", "CDN"),
-    (r"function compute|\bfc\b|函数计算|serverless function", "Function Compute"),
     (r"elastic ?search(?:\s+cluster)?", "Elasticsearch"),
     (r"\bkafka\b(?:\s+cluster)?", "Kafka"),
     (r"rocket ?mq|rabbit ?mq|message queue|消息队列", "Message queue"),
@@ -81,6 +80,7 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
     "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
     "nas": r"\bnas\b|file ?system|文件存储|文件系统|shared (?:file )?storage|\bnfs\b|\bsmb share\b",
+    "fc": r"function compute|\bfc\b|函数计算|serverless functions?|\bfunctions?\b(?=.*\b(?:http|trigger|python|node|java|go)\b)",
     "ram": r"\bram (?:roles?|polic(?:y|ies))\b|\b(?:iam|instance|service) roles?\b|ram ?角色|权限策略|授权策略|实例角色",
     "dns": r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b",
     "polardb": r"polar ?db",
@@ -584,6 +584,37 @@ _RAM_CONTEXT = re.compile(
     re.IGNORECASE)
 
 
+_FC_RUNTIMES = [(r"python\s*3\.12", "python3.12"), (r"python\s*3\.9", "python3.9"), (r"python", "python3.10"),
+                (r"node(?:\.?js)?\s*20", "nodejs20"), (r"node(?:\.?js)?", "nodejs18"), (r"\bjava\s*8\b", "java8"),
+                (r"\bjava\b", "java11"), (r"\bgo(?:lang)?\b", "go1"), (r"\bphp\b", "php7.2")]
+
+
+_FC_HTTP = re.compile(r"(?:public\s+|anonymous\s+)?https?\s+(?:triggers?|endpoints?)|公开的?\s*https?\s*触发器", re.IGNORECASE)
+
+
+def _parse_fc(text: str) -> dict[str, Any]:
+    """Function Compute: runtime, memory, timeout, names, an HTTP trigger (anonymous only when asked)."""
+    fc: dict[str, Any] = {}
+    for pattern, runtime in _FC_RUNTIMES:
+        if _has(text, pattern):
+            fc["runtime"] = runtime
+            break
+    memory = re.search(r"(\d+)\s*(?:mb|m)\b(?:\s*(?:of\s+)?(?:memory|ram|内存))?", text, re.IGNORECASE)
+    if memory and 128 <= int(memory.group(1)) <= 32768:
+        fc["memory"] = int(memory.group(1))
+    timeout = re.search(r"(?:timeout|超时)\s*(?:of|=|:|为)?\s*(\d+)\s*(?:s|sec|seconds?|秒)?\b", text, re.IGNORECASE)
+    if timeout and 1 <= int(timeout.group(1)) <= 86400:
+        fc["timeout"] = int(timeout.group(1))
+    name = re.search(r"function\s*(?:named|called|name|名为|叫)\s*[\"'`]?([a-z][a-z0-9_-]{1,63})[\"'`]?", text, re.IGNORECASE)
+    if name:
+        fc["function"] = name.group(1)
+    if _has(text, r"\bhttp\b|\bhttps? trigger|\bapi\b|web ?hook|\burl\b|http触发器|触发器"):
+        fc["http"] = True
+    if _has(text, r"anonymous|public(?:ly)?|without auth|no auth|匿名|公开"):
+        fc["anonymous"] = True
+    return fc
+
+
 def _parse_nas(text: str) -> dict[str, Any]:
     """NAS protocol (NFS, or SMB for Windows shares) and storage type (performance or capacity)."""
     nas: dict[str, Any] = {}
@@ -662,11 +693,12 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     if fmt:
         delta["format"] = fmt
     _parse_network(text, delta)
-    rules = _parse_rules(text)
+    # An HTTP trigger of a function opens no port of ours.
+    rules = _parse_rules(_FC_HTTP.sub(" ", text) if _mentions("fc", text) else text)
     if rules:
         delta["rules"] = rules
     for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "nlb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls", "mongodb", "polardb", "dns", "nas", "ram"):
+                  "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -683,6 +715,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["dns"] = _parse_dns(text) if "dns" in delta["add"] else {}
     delta["nas"] = _parse_nas(text) if "nas" in delta["add"] else {}
     delta["ram"] = _parse_ram(whole) if "ram" in delta["add"] else {}
+    delta["fc"] = _parse_fc(text) if "fc" in delta["add"] else {}
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -698,7 +731,7 @@ def empty_spec() -> dict[str, Any]:
     return {
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
-        "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None, "nas": None, "ram": None,
+        "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None, "nas": None, "ram": None, "fc": None,
         "tags": {}, "unmapped": [],
     }
 
@@ -773,7 +806,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     keys = {"slb": "load_balancer", "alb": "load_balancer", "nlb": "load_balancer", "security_group": "security_group",
             "nat": "nat", "eip": "eip",
             "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
-            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas", "ram": "ram"}
+            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas", "ram": "ram", "fc": "fc"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -788,6 +821,10 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
         spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "fc" in add or (spec.get("fc") and delta.get("fc")):
+        spec["fc"] = _merge(spec.get("fc"), delta.get("fc", {}),
+                            {"service": "iac-code-service", "function": "handler", "runtime": "python3.10", "memory": 512,
+                             "timeout": 60, "http": False, "anonymous": False})
     if "ram" in add or (spec.get("ram") and delta.get("ram")):
         spec["ram"] = _merge(spec.get("ram"), delta.get("ram", {}),
                              {"name": "iac-code-role", "principal": "ecs.aliyuncs.com", "actions": [], "bucket": None})
@@ -966,6 +1003,8 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
         blocks += ["nas_file_system", "nas_mount_target"]
     if spec.get("ram"):
         blocks += ["ram_role", "ram_policy"] if spec["ram"]["actions"] else ["ram_role"]
+    if spec.get("fc"):
+        blocks += ["fc_service", "fc_function"] + (["fc_trigger"] if spec["fc"]["http"] else [])
     if spec.get("kms"):
         blocks.append("kms_key")
     if spec.get("dns"):
@@ -1245,6 +1284,9 @@ def describe(spec: dict[str, Any]) -> str:
         parts.append(f"a PolarDB {spec['polardb']['engine']} {spec['polardb']['version']} cluster")
     if spec.get("nas"):
         parts.append(f"a NAS {spec['nas']['protocol']} file system with a mount target")
+    if spec.get("fc"):
+        parts.append(f"a Function Compute function ({spec['fc']['runtime']})"
+                     + (" with an HTTP trigger" if spec["fc"]["http"] else ""))
     if spec.get("ram"):
         parts.append(f"a RAM role for {spec['ram']['principal']}" + (" with a policy" if spec["ram"]["actions"] else ""))
     if spec.get("kms"):
@@ -1296,6 +1338,36 @@ def _ros_nas(ros: _Ros) -> None:
                                                 "AccessGroupName": "DEFAULT_VPC_GROUP_NAME"}, taggable=None)
     ros.output("FileSystemId", "ID of the NAS file system.", _ref("FileSystem"))
     ros.output("MountTargetDomain", "Domain to mount the file system from.", _att("MountTarget", "MountTargetDomain"))
+
+
+def _ros_fc(ros: _Ros) -> None:
+    """A Function Compute service and function (code from OSS, as parameters) and an HTTP trigger.
+
+    The service logs to the template's logstore and runs with its RAM role when the template has them.
+    """
+    spec = ros.spec
+    fc = spec.get("fc")
+    if not fc:
+        return
+    service: dict[str, Any] = {"ServiceName": fc["service"], "Description": "iac-code service"}
+    if (spec.get("ram") or {}).get("principal") == "fc.aliyuncs.com":
+        service["Role"] = _att("Role", "Arn")
+    if spec.get("sls"):
+        service["LogConfig"] = {"Project": _att("LogProject", "Name"), "Logstore": _att("Logstore", "LogstoreName")}
+    ros.add("FcService", "fc_service", service, taggable="list")
+    ros.parameters["FunctionCodeBucket"] = {"Type": "String", "Description": "OSS bucket holding the function's code."}
+    ros.parameters["FunctionCodeObject"] = {"Type": "String", "Description": "OSS object (a zip) of the function's code."}
+    ros.add("FcFunction", "fc_function", {
+        "ServiceName": _att("FcService", "ServiceName"), "FunctionName": fc["function"], "Runtime": fc["runtime"],
+        "Handler": "index.handler", "MemorySize": fc["memory"], "Timeout": fc["timeout"],
+        "Code": {"OssBucketName": _ref("FunctionCodeBucket"), "OssObjectName": _ref("FunctionCodeObject")}}, taggable=None)
+    ros.output("FunctionArn", "ARN of the function.", _att("FcFunction", "ARN"))
+    if fc["http"]:
+        ros.add("FcHttpTrigger", "fc_trigger", {
+            "ServiceName": _att("FcService", "ServiceName"), "FunctionName": _att("FcFunction", "FunctionName"),
+            "TriggerName": "http", "TriggerType": "http",
+            "TriggerConfig": {"AuthType": "anonymous" if fc["anonymous"] else "function", "Methods": ["GET", "POST"]}},
+            taggable=None)
 
 
 def _ros_services(ros: _Ros) -> None:
@@ -1352,6 +1424,7 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
     _ros_databases(ros)
     _ros_nas(ros)
     _ros_services(ros)
+    _ros_fc(ros)
     template: dict[str, Any] = {"ROSTemplateFormatVersion": ROS_TEMPLATE_VERSION, "Description": describe(spec)}
     if ros.parameters:
         template["Parameters"] = ros.parameters

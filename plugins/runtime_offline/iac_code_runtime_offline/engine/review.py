@@ -65,6 +65,7 @@ _RULE_LIST = [
     Rule("IAC024", "kms_no_rotation", "warning", "KMS key without automatic key rotation."),
     Rule("IAC025", "log_short_retention", "warning", "Log Service logstore keeps logs for fewer than 30 days."),
     Rule("IAC026", "nas_not_encrypted", "warning", "NAS file system without encryption at rest."),
+    Rule("IAC028", "fc_anonymous_http", "warning", "Function Compute HTTP trigger callable anonymously."),
     Rule("IAC027", "ram_admin_policy", "error", "RAM policy allows every action (\"*\") or every action of a service on \"*\"."),
 ]
 RULES: dict[str, Rule] = {rule.rule_id: rule for rule in _RULE_LIST}
@@ -368,7 +369,8 @@ _ROS_TAGGABLE = frozenset(
                  "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore",
                  "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget",
                  "ALIYUN::NLB::Listener", "ALIYUN::NLB::BackendServerAttachment", "ALIYUN::RAM::Role",
-                 "ALIYUN::RAM::ManagedPolicy"}
+                 "ALIYUN::RAM::ManagedPolicy",
+                 "ALIYUN::FC::Function", "ALIYUN::FC::Trigger"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 
@@ -594,6 +596,8 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _open_allowlist(_split_ips(props.get("SecurityIPList")), f"{p}.SecurityIPList", "PolarDB")
     elif rtype == "ALIYUN::NAS::FileSystem" and _as_int(props.get("EncryptType", 0)) == 0:
         findings.append(_nas_unencrypted(f"{p}.EncryptType", "EncryptType: 1 (or 2 with a KmsKeyId)"))
+    elif rtype == "ALIYUN::FC::Trigger":
+        findings += _fc_anonymous(f"{p}.TriggerConfig.AuthType", props.get("TriggerConfig"))
     elif rtype == "ALIYUN::RAM::ManagedPolicy":
         findings += _ram_wide(f"{p}.PolicyDocument", props.get("PolicyDocument"))
     elif rtype == "ALIYUN::KMS::Key" and not _truthy(props.get("EnableAutomaticRotation")):
@@ -764,11 +768,24 @@ def _json_document(value: Any) -> Any:
     if isinstance(value, dict):
         return value
     if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return None
+        for text in (value, f'"{value}"'):  # as written, or with the HCL string's escapes (\") still in it
+            try:
+                document = json.loads(text)
+            except ValueError:
+                continue
+            document = json.loads(document) if isinstance(document, str) else document
+            return document if isinstance(document, dict) else None
     return None
+
+
+def _fc_anonymous(location: str, config: Any) -> list[Finding]:
+    if not isinstance(config, dict):
+        return []
+    auth = config.get("AuthType", config.get("authType"))
+    if str(auth).lower() != "anonymous":
+        return []
+    return [_finding("IAC028", location, "Anyone on the internet can call this function's HTTP trigger.",
+                     "Use AuthType function (signed requests) unless the endpoint is meant to be public.")]
 
 
 def _ram_wide(location: str, document: Any) -> list[Finding]:
@@ -960,6 +977,8 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return _open_allowlist(_split_ips(body.get("security_ips")), f"{base}.security_ips", "PolarDB")
     if rtype == "alicloud_nas_file_system" and _as_int(body.get("encrypt_type", 0)) == 0:
         return [_nas_unencrypted(f"{base}.encrypt_type", "encrypt_type = 1 (or 2 with a kms_key_id)")]
+    if rtype == "alicloud_fc_trigger":
+        return _fc_anonymous(f"{base}.config", _json_document(body.get("config")))
     if rtype == "alicloud_ram_policy":
         return _ram_wide(f"{base}.policy_document", _json_document(body.get("policy_document")))
     if rtype == "alicloud_kms_key" and str(body.get("automatic_rotation", "Disabled")) != "Enabled":

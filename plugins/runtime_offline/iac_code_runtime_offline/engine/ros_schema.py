@@ -185,6 +185,19 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "PolicyName": "string", "PolicyDocument": "map", "PolicyDocumentUnchecked": "map", "Description": "string",
         "Roles": "list", "Users": "list", "Groups": "list",
     }, {"PolicyName"}),
+    "ALIYUN::FC::Service": _schema({"ServiceName"}, {
+        "ServiceName": "string", "Description": "string", "Role": "string", "LogConfig": "map", "VpcConfig": "map",
+        "NasConfig": "map", "InternetAccess": "boolean", "TracingConfig": "map", **_TAGS,
+    }, {"ServiceName", "ServiceId", "Role", "LogProject", "Logstore"}),
+    "ALIYUN::FC::Function": _schema({"ServiceName", "FunctionName", "Handler", "Runtime"}, {
+        "ServiceName": "string", "FunctionName": "string", "Handler": "string", "Runtime": "string",
+        "MemorySize": "integer", "Timeout": "integer", "Code": "map", "Description": "string",
+        "EnvironmentVariables": "map", "InstanceConcurrency": "integer", "InstanceType": "string",
+    }, {"ServiceName", "FunctionName", "FunctionId", "ARN"}),
+    "ALIYUN::FC::Trigger": _schema({"ServiceName", "FunctionName", "TriggerName", "TriggerType", "TriggerConfig"}, {
+        "ServiceName": "string", "FunctionName": "string", "TriggerName": "string", "TriggerType": "string",
+        "TriggerConfig": "map", "Qualifier": "string", "InvocationRole": "string", "SourceArn": "string",
+    }, {"TriggerName", "TriggerId", "UrlInternet", "UrlIntranet"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

@@ -69,6 +69,9 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
     "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_fc_service": {"name": "ServiceName", "service_id": "ServiceId"},
+    "alicloud_fc_function": {"name": "FunctionName", "function_id": "FunctionId", "function_arn": "ARN"},
+    "alicloud_fc_trigger": {"name": "TriggerName", "trigger_id": "TriggerId"},
     "alicloud_ram_role": {"arn": "Arn", "role_name": "RoleName", "name": "RoleName"},
     "alicloud_ram_policy": {"policy_name": "PolicyName", "name": "PolicyName"},
     "alicloud_nlb_load_balancer": {"dns_name": "DNSName"},
@@ -395,6 +398,35 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "document": ("PolicyDocument", "json_doc"),
         "description": ("Description", "value"),
     },
+    "alicloud_fc_service": {
+        "name": ("ServiceName", "value"),
+        "description": ("Description", "value"),
+        "role": ("Role", "value"),
+        "internet_access": ("InternetAccess", "value"),
+        "log_config": ("LogConfig", "camel_block"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_fc_function": {
+        "service": ("ServiceName", "value"),
+        "name": ("FunctionName", "value"),
+        "runtime": ("Runtime", "value"),
+        "handler": ("Handler", "value"),
+        "memory_size": ("MemorySize", "int"),
+        "timeout": ("Timeout", "int"),
+        "description": ("Description", "value"),
+        "oss_bucket": ("Code.OssBucketName", "value"),
+        "oss_key": ("Code.OssObjectName", "value"),
+        "environment_variables": ("EnvironmentVariables", "value"),
+        "instance_concurrency": ("InstanceConcurrency", "int"),
+    },
+    "alicloud_fc_trigger": {
+        "service": ("ServiceName", "value"),
+        "function": ("FunctionName", "value"),
+        "name": ("TriggerName", "value"),
+        "type": ("TriggerType", "value"),
+        "config": ("TriggerConfig", "fc_config"),
+        "qualifier": ("Qualifier", "value"),
+    },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
         "key_usage": ("KeyUsage", "value"),
@@ -720,10 +752,7 @@ class _Converter:
             except _Unmappable as exc:
                 self.warnings.append(f"{address}: property {key} was not converted ({exc})")
                 continue
-            if ros_name.startswith("Servers.0."):
-                props.setdefault("Servers", [{}])[0][ros_name.removeprefix("Servers.0.")] = value
-            else:
-                props[ros_name] = value
+            _put(props, ros_name, value)
         if tf_type == "alicloud_slb_listener":
             props.setdefault("Bandwidth", -1)  # the provider's default; ROS requires it
         if tf_type == "alicloud_nas_mount_target":
@@ -990,6 +1019,27 @@ def _t_json_doc(conv: _Converter, value: Any, where: str) -> Any:
     raise _Unmappable("the policy document is not a JSON object")
 
 
+def _put(props: dict[str, Any], path: str, value: Any) -> None:
+    """Set a property by its dotted path: ``Code.OssBucketName`` nests a map, ``Servers.0.Port`` a one-item list."""
+    parts = path.split(".")
+    node: Any = props
+    for part, following in zip(parts, parts[1:], strict=False):
+        if part.isdigit():
+            node = node[int(part)]
+            continue
+        if following.isdigit():
+            node = node.setdefault(part, [{}])
+        else:
+            node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def _t_fc_config(conv: _Converter, value: Any, where: str) -> Any:
+    """An HTTP trigger's config JSON ({"authType", "methods"}) as ROS's TriggerConfig ({AuthType, Methods})."""
+    document = _t_json_doc(conv, value, where)
+    return {key[:1].upper() + key[1:]: item for key, item in document.items()}
+
+
 def _t_lower(conv: _Converter, value: Any, where: str) -> Any:
     """Terraform spells some enums capitalised where ROS wants lower case ("Ipv4" → "ipv4")."""
     return value.lower() if isinstance(value, str) else value
@@ -1097,6 +1147,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "polardb_pay": _mapped({"PostPaid": "Postpaid", "PrePaid": "Prepaid"}),
     "lower": _t_lower,
     "json_doc": _t_json_doc,
+    "fc_config": _t_fc_config,
     "oss_lifecycle": _t_oss_lifecycle,
     "alb_actions": _t_alb_actions,
 }

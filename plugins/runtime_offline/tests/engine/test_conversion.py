@@ -446,3 +446,14 @@ def test_ram_role_and_policy_documents() -> None:
     assert result.template["Outputs"]["RoleArn"]["Value"] == {"Fn::GetAtt": ["Reader", "Arn"]}
     wrapped = convert('resource "alicloud_ram_policy" "p" {\n  policy_name = "p"\n  policy_document = jsonencode({a = 1})\n}\n')
     assert any("policy_document was not converted" in w for w in wrapped.warnings)  # said, not silently dropped
+
+
+def test_function_compute() -> None:
+    result = _load("16_function_compute.tf")
+    res = result.template["Resources"]
+    assert res["Hello"]["Properties"] == {
+        "ServiceName": {"Fn::GetAtt": ["Api", "ServiceName"]}, "FunctionName": "hello", "Runtime": "python3.10",
+        "Handler": "index.handler", "MemorySize": 256, "Timeout": 30,
+        "Code": {"OssBucketName": "code-bucket", "OssObjectName": "hello.zip"}}
+    assert res["Http"]["Properties"]["TriggerConfig"] == {"AuthType": "function", "Methods": ["GET"]}
+    assert res["Http"]["Properties"]["FunctionName"] == {"Fn::GetAtt": ["Hello", "FunctionName"]}
