@@ -41,6 +41,8 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "fc_service": ("ALIYUN::FC::Service", "alicloud_fc_service"),
     "fc_function": ("ALIYUN::FC::Function", "alicloud_fc_function"),
     "fc_trigger": ("ALIYUN::FC::Trigger", "alicloud_fc_trigger"),
+    "ack_cluster": ("ALIYUN::CS::ManagedKubernetesCluster", "alicloud_cs_managed_kubernetes"),
+    "ack_node_pool": ("ALIYUN::CS::ClusterNodePool", "alicloud_cs_kubernetes_node_pool"),
     "kms_key": ("ALIYUN::KMS::Key", "alicloud_kms_key"),
     "dns_record": ("ALIYUN::DNS::DomainRecord", "alicloud_alidns_record"),
     "sls_project": ("ALIYUN::SLS::Project", "alicloud_log_project"),

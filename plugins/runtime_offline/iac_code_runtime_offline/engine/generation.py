@@ -45,7 +45,6 @@ REGION_NAMES = {
 
 # Things people ask for that the engine cannot generate: (pattern, name reported in ``unmapped``).
 UNMAPPED_PATTERNS: list[tuple[str, str]] = [
-    (r"\b(?:kubernetes|k8s|ack)\b(?:\s+(?:cluster|集群))?|容器服务|k8s集群", "Kubernetes cluster"),
     (r"\bcdn\b|内容分发", "CDN"),
     (r"elastic ?search(?:\s+cluster)?", "Elasticsearch"),
     (r"\bkafka\b(?:\s+cluster)?", "Kafka"),
@@ -80,6 +79,7 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
     "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
     "nas": r"\bnas\b|file ?system|文件存储|文件系统|shared (?:file )?storage|\bnfs\b|\bsmb share\b",
+    "ack": r"\b(?:kubernetes|k8s|ack)\b|容器服务|k8s集群",
     "fc": r"function compute|\bfc\b|函数计算|serverless functions?|\bfunctions?\b(?=.*\b(?:http|trigger|python|node|java|go)\b)",
     "ram": r"\bram (?:roles?|polic(?:y|ies))\b|\b(?:iam|instance|service) roles?\b|ram ?角色|权限策略|授权策略|实例角色",
     "dns": r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b",
@@ -129,6 +129,8 @@ def _mentions(block: str, text: str) -> bool:
     """Whether the text mentions a building block (database/cache "instances" are not ECS instances)."""
     if block == "ecs":
         text = _DB_INSTANCE_PHRASE.sub(" ", text)
+        if _has(text, _BLOCK_PATTERNS["ack"]):  # a cluster's node types and nodes are its node pool's, not instances
+            text = re.sub(r"\becs\.[\w.-]+|\b(?:worker\s+)?nodes?\b|节点|node ?pools?|节点池", " ", text, flags=re.IGNORECASE)
         text = re.sub(r"\binstance roles?\b|实例角色", " ", text, flags=re.IGNORECASE)
     if block == "rds":
         text = _OTHER_DATABASES.sub(" ", text)
@@ -589,6 +591,25 @@ _FC_RUNTIMES = [(r"python\s*3\.12", "python3.12"), (r"python\s*3\.9", "python3.9
                 (r"\bjava\b", "java11"), (r"\bgo(?:lang)?\b", "go1"), (r"\bphp\b", "php7.2")]
 
 
+def _parse_ack(text: str) -> dict[str, Any]:
+    """An ACK managed cluster: node count, node instance type, Kubernetes version, a public API endpoint if asked."""
+    ack: dict[str, Any] = {}
+    nodes = re.search(r"(\d+|\w+)\s*(?:worker\s+)?(?:nodes?|个节点|台节点|节点)", text, re.IGNORECASE)
+    if nodes:
+        count = int(nodes.group(1)) if nodes.group(1).isdigit() else NUMBER_WORDS.get(nodes.group(1).lower())
+        if count and 0 < count <= 100:
+            ack["nodes"] = count
+    node_type = re.search(r"\b(ecs\.[a-z0-9-]+\.[a-z0-9]+)\b", text, re.IGNORECASE)
+    if node_type:
+        ack["node_type"] = node_type.group(1).lower()
+    version = re.search(r"(?:kubernetes|k8s|ack)\s*v?(1\.\d{2}(?:\.\d+)?)", text, re.IGNORECASE)
+    if version:
+        ack["version"] = version.group(1)
+    if _has(text, r"public (?:api|endpoint)|api server .*(?:public|internet)|公网访问|公网api"):
+        ack["public_api"] = True
+    return ack
+
+
 _FC_HTTP = re.compile(r"(?:public\s+|anonymous\s+)?https?\s+(?:triggers?|endpoints?)|公开的?\s*https?\s*触发器", re.IGNORECASE)
 
 
@@ -698,7 +719,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     if rules:
         delta["rules"] = rules
     for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "nlb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc"):
+                  "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -716,6 +737,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["nas"] = _parse_nas(text) if "nas" in delta["add"] else {}
     delta["ram"] = _parse_ram(whole) if "ram" in delta["add"] else {}
     delta["fc"] = _parse_fc(text) if "fc" in delta["add"] else {}
+    delta["ack"] = _parse_ack(text) if "ack" in delta["add"] else {}
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -732,11 +754,12 @@ def empty_spec() -> dict[str, Any]:
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
         "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None, "nas": None, "ram": None, "fc": None,
+        "ack": None,
         "tags": {}, "unmapped": [],
     }
 
 
-_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis", "mongodb", "polardb", "nas")
+_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis", "mongodb", "polardb", "nas", "ack")
 
 
 def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -751,7 +774,7 @@ def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     target = max(target, len(explicit), len(zones))
     needs_network = spec["vpc"] is not None or any(spec[key] for key in _NETWORKED)
     lb = spec["load_balancer"]
-    minimum = 2 if lb and lb["kind"] in ("alb", "nlb") else (1 if needs_network else 0)
+    minimum = 2 if (lb and lb["kind"] in ("alb", "nlb")) or spec.get("ack") else (1 if needs_network else 0)
     limit = min(MAX_VSWITCHES, _subnet_capacity(spec["vpc"]["cidr"])) if spec["vpc"] else MAX_VSWITCHES
     if target > limit:
         delta["unmapped"].append(f"vSwitches beyond {limit} (at most {limit} fit)")
@@ -806,7 +829,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     keys = {"slb": "load_balancer", "alb": "load_balancer", "nlb": "load_balancer", "security_group": "security_group",
             "nat": "nat", "eip": "eip",
             "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
-            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas", "ram": "ram", "fc": "fc"}
+            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas", "ram": "ram", "fc": "fc", "ack": "ack"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -821,6 +844,9 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
         spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "ack" in add or (spec.get("ack") and delta.get("ack")):
+        spec["ack"] = _merge(spec.get("ack"), delta.get("ack", {}),
+                             {"nodes": 3, "node_type": "ecs.g7.xlarge", "version": None, "public_api": False})
     if "fc" in add or (spec.get("fc") and delta.get("fc")):
         spec["fc"] = _merge(spec.get("fc"), delta.get("fc", {}),
                             {"service": "iac-code-service", "function": "handler", "runtime": "python3.10", "memory": 512,
@@ -1003,6 +1029,8 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
         blocks += ["nas_file_system", "nas_mount_target"]
     if spec.get("ram"):
         blocks += ["ram_role", "ram_policy"] if spec["ram"]["actions"] else ["ram_role"]
+    if spec.get("ack"):
+        blocks += ["ack_cluster", "ack_node_pool"]
     if spec.get("fc"):
         blocks += ["fc_service", "fc_function"] + (["fc_trigger"] if spec["fc"]["http"] else [])
     if spec.get("kms"):
@@ -1284,6 +1312,8 @@ def describe(spec: dict[str, Any]) -> str:
         parts.append(f"a PolarDB {spec['polardb']['engine']} {spec['polardb']['version']} cluster")
     if spec.get("nas"):
         parts.append(f"a NAS {spec['nas']['protocol']} file system with a mount target")
+    if spec.get("ack"):
+        parts.append(f"an ACK managed Kubernetes cluster with a {spec['ack']['nodes']}-node pool")
     if spec.get("fc"):
         parts.append(f"a Function Compute function ({spec['fc']['runtime']})"
                      + (" with an HTTP trigger" if spec["fc"]["http"] else ""))
@@ -1338,6 +1368,27 @@ def _ros_nas(ros: _Ros) -> None:
                                                 "AccessGroupName": "DEFAULT_VPC_GROUP_NAME"}, taggable=None)
     ros.output("FileSystemId", "ID of the NAS file system.", _ref("FileSystem"))
     ros.output("MountTargetDomain", "Domain to mount the file system from.", _att("MountTarget", "MountTargetDomain"))
+
+
+def _ros_ack(ros: _Ros) -> None:
+    """An ACK Pro managed cluster over every vSwitch (NAT for the nodes, private API unless asked) and a node pool."""
+    spec = ros.spec
+    ack = spec.get("ack")
+    if not ack:
+        return
+    vswitches = [_ref(f"VSwitch{index}") for index in range(1, len(spec["vswitches"]) + 1)]
+    cluster: dict[str, Any] = {"Name": "iac-code-ack", "ClusterSpec": "ack.pro.small", "VpcId": _ref("Vpc"),
+                               "VSwitchIds": vswitches, "ContainerCidr": "172.20.0.0/16", "ServiceCidr": "172.21.0.0/20",
+                               "SnatEntry": True, "EndpointPublicAccess": ack["public_api"]}
+    if ack["version"]:
+        cluster["KubernetesVersion"] = ack["version"]
+    ros.add("Cluster", "ack_cluster", cluster, taggable="list")
+    ros.add("NodePool", "ack_node_pool", {
+        "ClusterId": _ref("Cluster"), "NodePoolInfo": {"Name": "default-pool"},
+        "ScalingGroup": {"VSwitchIds": vswitches, "InstanceTypes": [ack["node_type"]], "SystemDiskCategory": "cloud_essd",
+                         "SystemDiskSize": 120, "DesiredSize": ack["nodes"]},
+        "KubernetesConfig": {"Runtime": "containerd"}}, taggable=None)
+    ros.output("ClusterId", "ID of the ACK cluster.", _ref("Cluster"))
 
 
 def _ros_fc(ros: _Ros) -> None:
@@ -1425,6 +1476,7 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
     _ros_nas(ros)
     _ros_services(ros)
     _ros_fc(ros)
+    _ros_ack(ros)
     template: dict[str, Any] = {"ROSTemplateFormatVersion": ROS_TEMPLATE_VERSION, "Description": describe(spec)}
     if ros.parameters:
         template["Parameters"] = ros.parameters

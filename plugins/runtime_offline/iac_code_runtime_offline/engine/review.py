@@ -65,6 +65,7 @@ _RULE_LIST = [
     Rule("IAC024", "kms_no_rotation", "warning", "KMS key without automatic key rotation."),
     Rule("IAC025", "log_short_retention", "warning", "Log Service logstore keeps logs for fewer than 30 days."),
     Rule("IAC026", "nas_not_encrypted", "warning", "NAS file system without encryption at rest."),
+    Rule("IAC029", "ack_public_api", "warning", "ACK cluster API server reachable from the internet."),
     Rule("IAC028", "fc_anonymous_http", "warning", "Function Compute HTTP trigger callable anonymously."),
     Rule("IAC027", "ram_admin_policy", "error", "RAM policy allows every action (\"*\") or every action of a service on \"*\"."),
 ]
@@ -370,7 +371,7 @@ _ROS_TAGGABLE = frozenset(
                  "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget",
                  "ALIYUN::NLB::Listener", "ALIYUN::NLB::BackendServerAttachment", "ALIYUN::RAM::Role",
                  "ALIYUN::RAM::ManagedPolicy",
-                 "ALIYUN::FC::Function", "ALIYUN::FC::Trigger"}
+                 "ALIYUN::FC::Function", "ALIYUN::FC::Trigger", "ALIYUN::CS::ClusterNodePool"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 
@@ -596,6 +597,8 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _open_allowlist(_split_ips(props.get("SecurityIPList")), f"{p}.SecurityIPList", "PolarDB")
     elif rtype == "ALIYUN::NAS::FileSystem" and _as_int(props.get("EncryptType", 0)) == 0:
         findings.append(_nas_unencrypted(f"{p}.EncryptType", "EncryptType: 1 (or 2 with a KmsKeyId)"))
+    elif rtype == "ALIYUN::CS::ManagedKubernetesCluster" and _truthy(props.get("EndpointPublicAccess")):
+        findings.append(_ack_public(f"{p}.EndpointPublicAccess", "EndpointPublicAccess: false"))
     elif rtype == "ALIYUN::FC::Trigger":
         findings += _fc_anonymous(f"{p}.TriggerConfig.AuthType", props.get("TriggerConfig"))
     elif rtype == "ALIYUN::RAM::ManagedPolicy":
@@ -776,6 +779,11 @@ def _json_document(value: Any) -> Any:
             document = json.loads(document) if isinstance(document, str) else document
             return document if isinstance(document, dict) else None
     return None
+
+
+def _ack_public(location: str, setting: str) -> Finding:
+    return _finding("IAC029", location, "The cluster's API server has a public endpoint.",
+                    f"Set {setting} and reach the API server from the VPC (or a bastion); open it only to known CIDRs.")
 
 
 def _fc_anonymous(location: str, config: Any) -> list[Finding]:
@@ -977,6 +985,8 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return _open_allowlist(_split_ips(body.get("security_ips")), f"{base}.security_ips", "PolarDB")
     if rtype == "alicloud_nas_file_system" and _as_int(body.get("encrypt_type", 0)) == 0:
         return [_nas_unencrypted(f"{base}.encrypt_type", "encrypt_type = 1 (or 2 with a kms_key_id)")]
+    if rtype in {"alicloud_cs_managed_kubernetes", "alicloud_cs_kubernetes"} and _truthy(body.get("slb_internet_enabled")):
+        return [_ack_public(f"{base}.slb_internet_enabled", "slb_internet_enabled = false")]
     if rtype == "alicloud_fc_trigger":
         return _fc_anonymous(f"{base}.config", _json_document(body.get("config")))
     if rtype == "alicloud_ram_policy":

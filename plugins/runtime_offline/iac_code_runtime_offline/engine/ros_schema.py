@@ -198,6 +198,16 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "ServiceName": "string", "FunctionName": "string", "TriggerName": "string", "TriggerType": "string",
         "TriggerConfig": "map", "Qualifier": "string", "InvocationRole": "string", "SourceArn": "string",
     }, {"TriggerName", "TriggerId", "UrlInternet", "UrlIntranet"}),
+    "ALIYUN::CS::ManagedKubernetesCluster": _schema({"Name", "VpcId"}, {
+        "Name": "string", "ClusterSpec": "string", "VpcId": "string", "VSwitchIds": "list", "PodVswitchIds": "list",
+        "ContainerCidr": "string", "ServiceCidr": "string", "SnatEntry": "boolean", "EndpointPublicAccess": "boolean",
+        "KubernetesVersion": "string", "Addons": "list", "ProxyMode": "string", "DeletionProtection": "boolean",
+        "NumOfNodes": "integer", "WorkerInstanceTypes": "list", "ResourceGroupId": "string", **_TAGS,
+    }, {"ClusterId", "APIServerSLBId", "IngressSLBId", "DefaultUserKubeConfig", "WorkerRamRoleName"}),
+    "ALIYUN::CS::ClusterNodePool": _schema({"ClusterId", "NodePoolInfo", "ScalingGroup"}, {
+        "ClusterId": "string", "NodePoolInfo": "map", "ScalingGroup": "map", "KubernetesConfig": "map",
+        "Management": "map", "AutoScaling": "map", "Count": "integer",
+    }, {"NodePoolId"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

@@ -69,6 +69,8 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
     "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_cs_managed_kubernetes": {},
+    "alicloud_cs_kubernetes_node_pool": {},
     "alicloud_fc_service": {"name": "ServiceName", "service_id": "ServiceId"},
     "alicloud_fc_function": {"name": "FunctionName", "function_id": "FunctionId", "function_arn": "ARN"},
     "alicloud_fc_trigger": {"name": "TriggerName", "trigger_id": "TriggerId"},
@@ -427,6 +429,32 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "config": ("TriggerConfig", "fc_config"),
         "qualifier": ("Qualifier", "value"),
     },
+    "alicloud_cs_managed_kubernetes": {
+        "name": ("Name", "value"),
+        "cluster_spec": ("ClusterSpec", "value"),
+        "vswitch_ids": ("VSwitchIds", "as_list"),
+        "worker_vswitch_ids": ("VSwitchIds", "as_list"),
+        "pod_vswitch_ids": ("PodVswitchIds", "as_list"),
+        "pod_cidr": ("ContainerCidr", "value"),
+        "service_cidr": ("ServiceCidr", "value"),
+        "new_nat_gateway": ("SnatEntry", "value"),
+        "slb_internet_enabled": ("EndpointPublicAccess", "value"),
+        "version": ("KubernetesVersion", "value"),
+        "proxy_mode": ("ProxyMode", "value"),
+        "deletion_protection": ("DeletionProtection", "value"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_cs_kubernetes_node_pool": {
+        "cluster_id": ("ClusterId", "value"),
+        "node_pool_name": ("NodePoolInfo.Name", "value"),
+        "name": ("NodePoolInfo.Name", "value"),
+        "vswitch_ids": ("ScalingGroup.VSwitchIds", "as_list"),
+        "instance_types": ("ScalingGroup.InstanceTypes", "as_list"),
+        "system_disk_category": ("ScalingGroup.SystemDiskCategory", "value"),
+        "system_disk_size": ("ScalingGroup.SystemDiskSize", "int"),
+        "desired_size": ("ScalingGroup.DesiredSize", "int"),
+        "runtime_name": ("KubernetesConfig.Runtime", "value"),
+    },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
         "key_usage": ("KeyUsage", "value"),
@@ -467,7 +495,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
 
 # Types whose VpcId can be derived from the VSwitch they are placed in.
 _VPC_FROM_VSWITCH = {"alicloud_instance", "alicloud_db_instance", "alicloud_kvstore_instance", "alicloud_slb_load_balancer",
-                     "alicloud_mongodb_instance", "alicloud_polardb_cluster"}
+                     "alicloud_mongodb_instance", "alicloud_polardb_cluster", "alicloud_cs_managed_kubernetes"}
 _KNOWN_BLOCKS = frozenset({"data", "module", "provider", "terraform", "resource", "variable", "output", "locals"})
 _META_UNSUPPORTED = ("count", "for_each")
 _META_IGNORED = ("provisioner", "lifecycle", "connection", "provider", "timeouts")
@@ -770,6 +798,9 @@ class _Converter:
         if tf_type not in _VPC_FROM_VSWITCH or "VpcId" in props:
             return
         ref = props.get("VSwitchId")
+        listed = props.get("VSwitchIds")
+        if ref is None and isinstance(listed, list) and listed:
+            ref = listed[0]  # every vSwitch of a cluster is in its one VPC
         if not (isinstance(ref, dict) and "Ref" in ref):
             return
         vswitch = next((a for a, lid in self.ids.items() if lid == ref["Ref"] and self.types[a] == "alicloud_vswitch"), None)

@@ -246,11 +246,11 @@ def test_unsupported_things_are_reported_not_dropped() -> None:
     assert result.unconverted == [
         "data.alicloud_zones.default: data sources are not supported",
         "module.network: modules are not supported",
-        "alicloud_cs_managed_kubernetes.k8s: resource type not supported",
+        "alicloud_elasticsearch_instance.es: resource type not supported",
         "alicloud_instance.many: count meta-argument not supported",
         "alicloud_oss_bucket.each: for_each meta-argument not supported",
         "random_password.pw: resource type not supported",
-        "output.k8s_id: referenced resource alicloud_cs_managed_kubernetes.k8s is not converted",
+        "output.k8s_id: referenced resource alicloud_elasticsearch_instance.es is not converted",
         "output.module_out: expression `module.network.vpc_id` cannot be mapped to ROS",
     ]
     warnings = "\n".join(result.warnings)
@@ -457,3 +457,13 @@ def test_function_compute() -> None:
         "Code": {"OssBucketName": "code-bucket", "OssObjectName": "hello.zip"}}
     assert res["Http"]["Properties"]["TriggerConfig"] == {"AuthType": "function", "Methods": ["GET"]}
     assert res["Http"]["Properties"]["FunctionName"] == {"Fn::GetAtt": ["Hello", "FunctionName"]}
+
+
+def test_ack_cluster_and_node_pool() -> None:
+    result = _load("17_ack.tf")
+    res = result.template["Resources"]
+    assert res["K8s"]["Properties"]["VSwitchIds"] == [{"Ref": "A"}, {"Ref": "B"}]
+    assert res["K8s"]["Properties"]["EndpointPublicAccess"] is False
+    assert res["Workers"]["Properties"] == {
+        "ClusterId": {"Ref": "K8s"}, "NodePoolInfo": {"Name": "workers"},
+        "ScalingGroup": {"VSwitchIds": [{"Ref": "A"}, {"Ref": "B"}], "InstanceTypes": ["ecs.g7.xlarge"], "DesiredSize": 3}}

@@ -189,9 +189,11 @@ def test_removal_phrases() -> None:
 
 def test_follow_up_reports_unmapped() -> None:
     first = generate("Create a VPC")
-    second = generate("also add a Kubernetes cluster", first.spec)
-    assert second.unmapped == ["Kubernetes cluster"]
+    second = generate("also add an Elasticsearch cluster", first.spec)
+    assert second.unmapped == ["Elasticsearch"]
     assert second.resources == ["vpc", "vswitch"]
+    third = generate("also add a Kubernetes cluster", first.spec)  # now in the catalog: added, not reported
+    assert third.unmapped == [] and third.resources[-2:] == ["ack_cluster", "ack_node_pool"]
 
 
 @pytest.mark.parametrize("prompt,previous,expected", [

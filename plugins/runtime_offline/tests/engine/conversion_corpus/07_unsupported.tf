@@ -31,8 +31,8 @@ resource "alicloud_vswitch" "from_data" {
   vswitch_name = "vsw-${data.alicloud_zones.default.zones[0].id}"
 }
 
-resource "alicloud_cs_managed_kubernetes" "k8s" {
-  name = "k8s"
+resource "alicloud_elasticsearch_instance" "es" {
+  description = "search"
 }
 
 resource "alicloud_instance" "many" {
@@ -60,7 +60,7 @@ resource "random_password" "pw" {
 }
 
 output "k8s_id" {
-  value = alicloud_cs_managed_kubernetes.k8s.id
+  value = alicloud_elasticsearch_instance.es.id
 }
 
 output "module_out" {
