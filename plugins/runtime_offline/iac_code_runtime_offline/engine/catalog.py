@@ -43,6 +43,10 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "fc_trigger": ("ALIYUN::FC::Trigger", "alicloud_fc_trigger"),
     "ack_cluster": ("ALIYUN::CS::ManagedKubernetesCluster", "alicloud_cs_managed_kubernetes"),
     "ack_node_pool": ("ALIYUN::CS::ClusterNodePool", "alicloud_cs_kubernetes_node_pool"),
+    "ess_scaling_group": ("ALIYUN::ESS::ScalingGroup", "alicloud_ess_scaling_group"),
+    "ess_scaling_configuration": ("ALIYUN::ESS::ScalingConfiguration", "alicloud_ess_scaling_configuration"),
+    # Terraform activates a group with the configuration's `active = true`: this one has no twin there.
+    "ess_enable": ("ALIYUN::ESS::ScalingGroupEnable", ""),
     "kms_key": ("ALIYUN::KMS::Key", "alicloud_kms_key"),
     "dns_record": ("ALIYUN::DNS::DomainRecord", "alicloud_alidns_record"),
     "sls_project": ("ALIYUN::SLS::Project", "alicloud_log_project"),
@@ -50,6 +54,6 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
 }
 
 ROS_TYPES = frozenset(ros for ros, _ in RESOURCE_TYPES.values())
-TERRAFORM_TO_ROS = {tf: ros for ros, tf in RESOURCE_TYPES.values()}
+TERRAFORM_TO_ROS = {tf: ros for ros, tf in RESOURCE_TYPES.values() if tf}
 ROS_TEMPLATE_VERSION = "2015-09-01"
 TERRAFORM_PROVIDER_VERSION = "1.230.0"  # pinned alicloud provider version for generated Terraform

@@ -53,7 +53,6 @@ UNMAPPED_PATTERNS: list[tuple[str, str]] = [
     (r"cloud firewall|云防火墙", "Cloud Firewall"),
     (r"vpn(?:\s+gateway)?", "VPN gateway"),
     (r"\bcen\b|cloud enterprise network", "CEN"),
-    (r"auto ?scaling(?:\s+group)?|弹性伸缩", "Auto Scaling"),
     (r"api gateway|api网关", "API Gateway"),
     (r"\bram users?\b|ram ?用户", "RAM user"),
     (r"\bssl certificate|证书", "SSL certificate"),
@@ -80,6 +79,7 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
     "nas": r"\bnas\b|file ?system|文件存储|文件系统|shared (?:file )?storage|\bnfs\b|\bsmb share\b",
     "ack": r"\b(?:kubernetes|k8s|ack)\b|容器服务|k8s集群",
+    "ess": r"auto ?scal(?:ing|ed)|scaling group|\bess\b|弹性伸缩|伸缩组|autoscal",
     "fc": r"function compute|\bfc\b|函数计算|serverless functions?|\bfunctions?\b(?=.*\b(?:http|trigger|python|node|java|go)\b)",
     "ram": r"\bram (?:roles?|polic(?:y|ies))\b|\b(?:iam|instance|service) roles?\b|ram ?角色|权限策略|授权策略|实例角色",
     "dns": r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b",
@@ -591,6 +591,23 @@ _FC_RUNTIMES = [(r"python\s*3\.12", "python3.12"), (r"python\s*3\.9", "python3.9
                 (r"\bjava\b", "java11"), (r"\bgo(?:lang)?\b", "go1"), (r"\bphp\b", "php7.2")]
 
 
+def _parse_ess(text: str) -> dict[str, Any]:
+    """Auto scaling bounds: "between 2 and 10", "min 2 max 10", "from 2 to 10 instances", "最少2台最多10台"."""
+    ess: dict[str, Any] = {}
+    pair = (re.search(r"between\s+(\d+)\s+and\s+(\d+)", text, re.IGNORECASE)
+            or re.search(r"(?:from|scal\w*\s+from)\s+(\d+)\s+(?:to|up to)\s+(\d+)", text, re.IGNORECASE)
+            or re.search(r"(\d+)\s*(?:-|~|到|至)\s*(\d+)\s*(?:台|个|instances?|servers?)", text, re.IGNORECASE))
+    if pair:
+        ess["min"], ess["max"] = int(pair.group(1)), int(pair.group(2))
+    low = re.search(r"(?:min(?:imum)?|at least|最少|最小)\s*(?:of|=|:|为)?\s*(\d+)", text, re.IGNORECASE)
+    high = re.search(r"(?:max(?:imum)?|at most|up to|最多|最大)\s*(?:of|=|:|为)?\s*(\d+)", text, re.IGNORECASE)
+    if low:
+        ess["min"] = int(low.group(1))
+    if high:
+        ess["max"] = int(high.group(1))
+    return ess
+
+
 def _parse_ack(text: str) -> dict[str, Any]:
     """An ACK managed cluster: node count, node instance type, Kubernetes version, a public API endpoint if asked."""
     ack: dict[str, Any] = {}
@@ -719,7 +736,7 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     if rules:
         delta["rules"] = rules
     for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "nlb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack"):
+                  "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack", "ess"):
         if not _mentions(block, text):
             continue
         if previous is not None and _removes(block, text):
@@ -738,6 +755,9 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     delta["ram"] = _parse_ram(whole) if "ram" in delta["add"] else {}
     delta["fc"] = _parse_fc(text) if "fc" in delta["add"] else {}
     delta["ack"] = _parse_ack(text) if "ack" in delta["add"] else {}
+    delta["ess"] = _parse_ess(text) if "ess" in delta["add"] else {}
+    if "ess" in delta["add"] and "ecs" in delta["add"]:
+        delta["add"].remove("ecs")  # the group launches the instances: the ECS words describe its configuration
     if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
         delta["public"] = True
     if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
@@ -754,12 +774,12 @@ def empty_spec() -> dict[str, Any]:
         "version": 1, "format": "ros-yaml", "region": None, "vpc": None, "vswitches": [], "security_group": None,
         "ecs": None, "load_balancer": None, "nat": None, "eip": None, "rds": None, "redis": None, "oss": None,
         "kms": None, "sls": None, "mongodb": None, "polardb": None, "dns": None, "nas": None, "ram": None, "fc": None,
-        "ack": None,
+        "ack": None, "ess": None,
         "tags": {}, "unmapped": [],
     }
 
 
-_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis", "mongodb", "polardb", "nas", "ack")
+_NETWORKED = ("ecs", "load_balancer", "nat", "rds", "redis", "mongodb", "polardb", "nas", "ack", "ess")
 
 
 def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -774,7 +794,7 @@ def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     target = max(target, len(explicit), len(zones))
     needs_network = spec["vpc"] is not None or any(spec[key] for key in _NETWORKED)
     lb = spec["load_balancer"]
-    minimum = 2 if (lb and lb["kind"] in ("alb", "nlb")) or spec.get("ack") else (1 if needs_network else 0)
+    minimum = 2 if (lb and lb["kind"] in ("alb", "nlb")) or spec.get("ack") or spec.get("ess") else (1 if needs_network else 0)
     limit = min(MAX_VSWITCHES, _subnet_capacity(spec["vpc"]["cidr"])) if spec["vpc"] else MAX_VSWITCHES
     if target > limit:
         delta["unmapped"].append(f"vSwitches beyond {limit} (at most {limit} fit)")
@@ -829,7 +849,8 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     keys = {"slb": "load_balancer", "alb": "load_balancer", "nlb": "load_balancer", "security_group": "security_group",
             "nat": "nat", "eip": "eip",
             "redis": "redis", "oss": "oss", "ecs": "ecs", "rds": "rds", "vpc": "vpc", "kms": "kms", "sls": "sls",
-            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas", "ram": "ram", "fc": "fc", "ack": "ack"}
+            "mongodb": "mongodb", "polardb": "polardb", "dns": "dns", "nas": "nas", "ram": "ram", "fc": "fc", "ack": "ack",
+            "ess": "ess"}
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
@@ -844,6 +865,17 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
         spec["kms"] = spec["kms"] or {"rotation_days": 365}
+    if "ess" in add or (spec.get("ess") and (delta.get("ess") or delta["ecs"])):
+        settings = dict(delta.get("ess", {}))
+        for key in ("instance_type", "image", "system_disk"):
+            if key in delta["ecs"]:
+                settings[key] = delta["ecs"][key]
+        ess = _merge(spec.get("ess"), settings, {"min": 1, "max": 4, "instance_type": "ecs.g7.large", "image": DEFAULT_IMAGE,
+                                                 "system_disk": 40})
+        ess["min"], ess["max"] = max(0, min(ess["min"], 1000)), max(1, min(ess["max"], 1000))
+        if ess["min"] > ess["max"]:
+            ess["min"], ess["max"] = ess["max"], ess["min"]
+        spec["ess"] = ess
     if "ack" in add or (spec.get("ack") and delta.get("ack")):
         spec["ack"] = _merge(spec.get("ack"), delta.get("ack", {}),
                              {"nodes": 3, "node_type": "ecs.g7.xlarge", "version": None, "public_api": False})
@@ -885,7 +917,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
             public = delta.get("public", current.get("public", kind in ("alb", "nlb") or bool(spec["ecs"])))
             spec["load_balancer"] = {"kind": kind, "public": public}
             break
-    if "security_group" in add or delta.get("rules") or (spec["ecs"] and spec["security_group"] is None):
+    if "security_group" in add or delta.get("rules") or ((spec["ecs"] or spec.get("ess")) and spec["security_group"] is None):
         spec["security_group"] = spec["security_group"] or {"rules": []}
     if "vpc" in add or "vswitch" in add or "vswitch_count" in delta or "vpc_cidr" in delta:
         spec["vpc"] = spec["vpc"] or {"cidr": DEFAULT_VPC_CIDR}
@@ -1029,6 +1061,8 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
         blocks += ["nas_file_system", "nas_mount_target"]
     if spec.get("ram"):
         blocks += ["ram_role", "ram_policy"] if spec["ram"]["actions"] else ["ram_role"]
+    if spec.get("ess"):
+        blocks += ["ess_scaling_group", "ess_scaling_configuration", "ess_enable"]
     if spec.get("ack"):
         blocks += ["ack_cluster", "ack_node_pool"]
     if spec.get("fc"):
@@ -1312,6 +1346,9 @@ def describe(spec: dict[str, Any]) -> str:
         parts.append(f"a PolarDB {spec['polardb']['engine']} {spec['polardb']['version']} cluster")
     if spec.get("nas"):
         parts.append(f"a NAS {spec['nas']['protocol']} file system with a mount target")
+    if spec.get("ess"):
+        parts.append(f"an auto scaling group of {spec['ess']['min']} to {spec['ess']['max']} instances "
+                     f"({spec['ess']['instance_type']})")
     if spec.get("ack"):
         parts.append(f"an ACK managed Kubernetes cluster with a {spec['ack']['nodes']}-node pool")
     if spec.get("fc"):
@@ -1368,6 +1405,28 @@ def _ros_nas(ros: _Ros) -> None:
                                                 "AccessGroupName": "DEFAULT_VPC_GROUP_NAME"}, taggable=None)
     ros.output("FileSystemId", "ID of the NAS file system.", _ref("FileSystem"))
     ros.output("MountTargetDomain", "Domain to mount the file system from.", _att("MountTarget", "MountTargetDomain"))
+
+
+def _ros_ess(ros: _Ros) -> None:
+    """An auto scaling group over every vSwitch (behind the template's SLB), its configuration, and its activation."""
+    spec = ros.spec
+    ess = spec.get("ess")
+    if not ess:
+        return
+    group: dict[str, Any] = {"ScalingGroupName": "iac-code-asg", "MinSize": ess["min"], "MaxSize": ess["max"],
+                             "VSwitchIds": [_ref(f"VSwitch{i}") for i in range(1, len(spec["vswitches"]) + 1)],
+                             "MultiAZPolicy": "BALANCE", "RemovalPolicys": ["OldestInstance", "NewestInstance"]}
+    if spec["load_balancer"] and spec["load_balancer"]["kind"] == "slb":
+        group["LoadBalancerIds"] = [_att("LoadBalancer", "LoadBalancerId")]
+    ros.add("ScalingGroup", "ess_scaling_group", group, taggable="list")
+    ros.add("ScalingConfiguration", "ess_scaling_configuration", {
+        "ScalingGroupId": _att("ScalingGroup", "ScalingGroupId"), "ImageId": ess["image"],
+        "InstanceType": ess["instance_type"], "SecurityGroupId": _ref("SecurityGroup"), "SystemDiskCategory": "cloud_essd",
+        "SystemDiskSize": ess["system_disk"], "InternetMaxBandwidthOut": 0}, taggable=None)
+    ros.add("ScalingGroupEnable", "ess_enable", {
+        "ScalingGroupId": _att("ScalingGroup", "ScalingGroupId"),
+        "ScalingConfigurationId": _att("ScalingConfiguration", "ScalingConfigurationId")}, taggable=None)
+    ros.output("ScalingGroupId", "ID of the auto scaling group.", _att("ScalingGroup", "ScalingGroupId"))
 
 
 def _ros_ack(ros: _Ros) -> None:
@@ -1477,6 +1536,7 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
     _ros_services(ros)
     _ros_fc(ros)
     _ros_ack(ros)
+    _ros_ess(ros)
     template: dict[str, Any] = {"ROSTemplateFormatVersion": ROS_TEMPLATE_VERSION, "Description": describe(spec)}
     if ros.parameters:
         template["Parameters"] = ros.parameters

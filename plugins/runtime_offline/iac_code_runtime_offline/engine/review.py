@@ -371,7 +371,8 @@ _ROS_TAGGABLE = frozenset(
                  "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget",
                  "ALIYUN::NLB::Listener", "ALIYUN::NLB::BackendServerAttachment", "ALIYUN::RAM::Role",
                  "ALIYUN::RAM::ManagedPolicy",
-                 "ALIYUN::FC::Function", "ALIYUN::FC::Trigger", "ALIYUN::CS::ClusterNodePool"}
+                 "ALIYUN::FC::Function", "ALIYUN::FC::Trigger", "ALIYUN::CS::ClusterNodePool",
+                 "ALIYUN::ESS::ScalingConfiguration", "ALIYUN::ESS::ScalingGroupEnable"}
 )
 _ROS_ACCESS_KEY_PROPS = {"accesskeyid", "accesskeysecret", "secretkey", "secretaccesskey"}
 
@@ -597,6 +598,8 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _open_allowlist(_split_ips(props.get("SecurityIPList")), f"{p}.SecurityIPList", "PolarDB")
     elif rtype == "ALIYUN::NAS::FileSystem" and _as_int(props.get("EncryptType", 0)) == 0:
         findings.append(_nas_unencrypted(f"{p}.EncryptType", "EncryptType: 1 (or 2 with a KmsKeyId)"))
+    elif rtype == "ALIYUN::ESS::ScalingConfiguration" and (_as_int(props.get("InternetMaxBandwidthOut")) or 0) > 0:
+        findings.append(_public_bandwidth(f"{p}.InternetMaxBandwidthOut", "InternetMaxBandwidthOut: 0"))
     elif rtype == "ALIYUN::CS::ManagedKubernetesCluster" and _truthy(props.get("EndpointPublicAccess")):
         findings.append(_ack_public(f"{p}.EndpointPublicAccess", "EndpointPublicAccess: false"))
     elif rtype == "ALIYUN::FC::Trigger":
@@ -985,6 +988,8 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return _open_allowlist(_split_ips(body.get("security_ips")), f"{base}.security_ips", "PolarDB")
     if rtype == "alicloud_nas_file_system" and _as_int(body.get("encrypt_type", 0)) == 0:
         return [_nas_unencrypted(f"{base}.encrypt_type", "encrypt_type = 1 (or 2 with a kms_key_id)")]
+    if rtype == "alicloud_ess_scaling_configuration" and (_as_int(body.get("internet_max_bandwidth_out")) or 0) > 0:
+        return [_public_bandwidth(f"{base}.internet_max_bandwidth_out", "internet_max_bandwidth_out = 0")]
     if rtype in {"alicloud_cs_managed_kubernetes", "alicloud_cs_kubernetes"} and _truthy(body.get("slb_internet_enabled")):
         return [_ack_public(f"{base}.slb_internet_enabled", "slb_internet_enabled = false")]
     if rtype == "alicloud_fc_trigger":

@@ -208,6 +208,21 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "ClusterId": "string", "NodePoolInfo": "map", "ScalingGroup": "map", "KubernetesConfig": "map",
         "Management": "map", "AutoScaling": "map", "Count": "integer",
     }, {"NodePoolId"}),
+    "ALIYUN::ESS::ScalingGroup": _schema({"MinSize", "MaxSize"}, {
+        "ScalingGroupName": "string", "MinSize": "integer", "MaxSize": "integer", "VSwitchIds": "list",
+        "VSwitchId": "string", "LoadBalancerIds": "list", "DBInstanceIds": "list", "MultiAZPolicy": "string",
+        "RemovalPolicys": "list", "DefaultCooldown": "integer", "DesiredCapacity": "integer", **_TAGS,
+    }, {"ScalingGroupId", "ScalingGroupName"}),
+    "ALIYUN::ESS::ScalingConfiguration": _schema({"ScalingGroupId"}, {
+        "ScalingGroupId": "string", "ImageId": "string", "InstanceType": "string", "InstanceTypes": "list",
+        "SecurityGroupId": "string", "SystemDiskCategory": "string", "SystemDiskSize": "integer",
+        "InternetMaxBandwidthOut": "integer", "DiskMappings": "list", "RamRoleName": "string", "UserData": "string",
+        "ScalingConfigurationName": "string", "KeyPairName": "string",
+    }, {"ScalingConfigurationId"}),
+    "ALIYUN::ESS::ScalingGroupEnable": _schema({"ScalingGroupId"}, {
+        "ScalingGroupId": "string", "ScalingConfigurationId": "string", "InstanceIds": "list",
+        "ScalingRuleArisExecuteVersion": "string",
+    }, {"ScalingGroupId"}),
     "ALIYUN::KMS::Key": _schema(set(), {
         "Description": "string", "KeyUsage": "string", "KeySpec": "string", "ProtectionLevel": "string",
         "EnableAutomaticRotation": "boolean", "RotationInterval": "string", "PendingWindowInDays": "integer",

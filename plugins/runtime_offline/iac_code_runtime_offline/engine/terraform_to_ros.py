@@ -69,6 +69,8 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
     "alicloud_mongodb_instance": {"replica_set_name": "ReplicaSetName"},
     "alicloud_polardb_cluster": {"connection_string": "ClusterConnectionString"},
     "alicloud_kms_key": {"arn": "Arn"},
+    "alicloud_ess_scaling_group": {},
+    "alicloud_ess_scaling_configuration": {},
     "alicloud_cs_managed_kubernetes": {},
     "alicloud_cs_kubernetes_node_pool": {},
     "alicloud_fc_service": {"name": "ServiceName", "service_id": "ServiceId"},
@@ -455,6 +457,34 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "desired_size": ("ScalingGroup.DesiredSize", "int"),
         "runtime_name": ("KubernetesConfig.Runtime", "value"),
     },
+    "alicloud_ess_scaling_group": {
+        "scaling_group_name": ("ScalingGroupName", "value"),
+        "min_size": ("MinSize", "int"),
+        "max_size": ("MaxSize", "int"),
+        "vswitch_ids": ("VSwitchIds", "as_list"),
+        "loadbalancer_ids": ("LoadBalancerIds", "as_list"),
+        "db_instance_ids": ("DBInstanceIds", "as_list"),
+        "multi_az_policy": ("MultiAZPolicy", "value"),
+        "removal_policies": ("RemovalPolicys", "as_list"),
+        "default_cooldown": ("DefaultCooldown", "int"),
+        "desired_capacity": ("DesiredCapacity", "int"),
+        "tags": ("Tags", "tag_list"),
+    },
+    "alicloud_ess_scaling_configuration": {
+        "scaling_group_id": ("ScalingGroupId", "value"),
+        "image_id": ("ImageId", "value"),
+        "instance_type": ("InstanceType", "value"),
+        "instance_types": ("InstanceTypes", "as_list"),
+        "security_group_id": ("SecurityGroupId", "value"),
+        "system_disk_category": ("SystemDiskCategory", "value"),
+        "system_disk_size": ("SystemDiskSize", "int"),
+        "internet_max_bandwidth_out": ("InternetMaxBandwidthOut", "int"),
+        "role_name": ("RamRoleName", "value"),
+        "scaling_configuration_name": ("ScalingConfigurationName", "value"),
+        "active": ("", "skip"),
+        "enable": ("", "skip"),
+        "force_delete": ("", "skip"),
+    },
     "alicloud_kms_key": {
         "description": ("Description", "value"),
         "key_usage": ("KeyUsage", "value"),
@@ -619,6 +649,7 @@ class _Converter:
         self._collect_resources()
         resources = {self.ids[a]: self._resource(a) for a in list(self.ids)}
         resources = {k: v for k, v in resources.items() if v is not None}
+        resources.update(self._activations(resources))
         outputs = self._outputs()
         if parameters:
             template["Parameters"] = parameters
@@ -792,6 +823,22 @@ class _Converter:
             resource["DependsOn"] = depends
         self.converted.append(address)
         return resource
+
+    def _activations(self, resources: Mapping[str, Any]) -> dict[str, Any]:
+        """A scaling configuration with ``active = true`` enables its group: ROS says so with its own resource."""
+        extra: dict[str, Any] = {}
+        for address, tf_type in self.types.items():
+            logical = self.ids[address]
+            if tf_type != "alicloud_ess_scaling_configuration" or logical not in resources:
+                continue
+            if _label(str(self.bodies[address].get("active", False))).lower() != "true":
+                continue
+            group = resources[logical]["Properties"].get("ScalingGroupId")
+            if group is not None:
+                extra[self._unique(f"{logical}Enable", "ScalingGroupEnable")] = {
+                    "Type": "ALIYUN::ESS::ScalingGroupEnable",
+                    "Properties": {"ScalingGroupId": group, "ScalingConfigurationId": {"Ref": logical}}}
+        return extra
 
     def _derive_vpc(self, address: str, tf_type: str, body: Mapping[str, Any], props: dict[str, Any]) -> None:
         """Fill VpcId from the referenced vswitch's vpc_id when Terraform leaves it implicit."""

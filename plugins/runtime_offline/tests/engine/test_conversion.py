@@ -467,3 +467,14 @@ def test_ack_cluster_and_node_pool() -> None:
     assert res["Workers"]["Properties"] == {
         "ClusterId": {"Ref": "K8s"}, "NodePoolInfo": {"Name": "workers"},
         "ScalingGroup": {"VSwitchIds": [{"Ref": "A"}, {"Ref": "B"}], "InstanceTypes": ["ecs.g7.xlarge"], "DesiredSize": 3}}
+
+
+def test_auto_scaling_group_and_configuration() -> None:
+    result = _load("18_auto_scaling.tf")
+    res = result.template["Resources"]
+    assert res["WebScalingGroup"]["Properties"] == {"ScalingGroupName": "web", "MinSize": 2, "MaxSize": 8,
+                                                    "VSwitchIds": [{"Ref": "A"}]}
+    assert res["WebScalingConfiguration"]["Properties"]["ScalingGroupId"] == {"Ref": "WebScalingGroup"}
+    assert "Active" not in res["WebScalingConfiguration"]["Properties"]  # ROS enables a group with a resource of its own
+    assert res["WebScalingConfigurationEnable"] == {"Type": "ALIYUN::ESS::ScalingGroupEnable", "Properties": {
+        "ScalingGroupId": {"Ref": "WebScalingGroup"}, "ScalingConfigurationId": {"Ref": "WebScalingConfiguration"}}}
