@@ -721,6 +721,9 @@ def _format_of(text: str) -> str | None:
 # ---------------------------------------------------------------- the delta and its application
 
 
+_EXISTING_VPC = r"\bexisting\s+(?:vpc|network)\b|(?:已有|现有|已经有)的?\s*(?:vpc|专有网络)"
+
+
 def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything a request says, as a delta: only mentioned things are present."""
     whole = normalize(prompt)
@@ -765,6 +768,8 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     tags = _parse_tags(text)
     if tags:
         delta["tags"] = tags
+    if _has(text, _EXISTING_VPC):
+        delta["existing_vpc"] = True
     return delta
 
 
@@ -923,6 +928,8 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         spec["vpc"] = spec["vpc"] or {"cidr": DEFAULT_VPC_CIDR}
     if any(spec[key] for key in _NETWORKED) or spec["security_group"]:
         spec["vpc"] = spec["vpc"] or {"cidr": DEFAULT_VPC_CIDR}
+    if delta.get("existing_vpc") and spec["vpc"]:
+        spec["vpc"]["existing"] = True  # ids become parameters: nothing of the network is created
 
 
 def _apply_rules(spec: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -1038,9 +1045,10 @@ def resolve(spec: dict[str, Any]) -> dict[str, Any]:
 def building_blocks(spec: dict[str, Any]) -> list[str]:
     """The catalog building blocks a spec renders to, in template order."""
     blocks: list[str] = []
-    if spec["vpc"]:
+    existing = bool(spec["vpc"] and spec["vpc"].get("existing"))
+    if spec["vpc"] and not existing:
         blocks.append("vpc")
-    if spec["vswitches"]:
+    if spec["vswitches"] and not existing:
         blocks.append("vswitch")
     if spec["security_group"]:
         blocks.append("security_group")
@@ -1133,10 +1141,12 @@ class _Ros:
 
 def _ros_network(ros: _Ros) -> None:
     spec = ros.spec
-    if spec["vpc"]:
+    if spec["vpc"] and spec["vpc"].get("existing"):
+        _ros_existing_network(ros)
+    elif spec["vpc"]:
         ros.add("Vpc", "vpc", {"CidrBlock": spec["vpc"]["cidr"], "VpcName": "iac-code-vpc"})
         ros.output("VpcId", "ID of the VPC.", _att("Vpc", "VpcId"))
-    for index, vswitch in enumerate(spec["vswitches"], start=1):
+    for index, vswitch in enumerate(spec["vswitches"] if not (spec["vpc"] or {}).get("existing") else [], start=1):
         ros.add(f"VSwitch{index}", "vswitch", {"VpcId": _ref("Vpc"), "ZoneId": ros.zone(index, vswitch),
                                                "CidrBlock": vswitch["cidr"], "VSwitchName": f"iac-code-vsw-{index}"})
         ros.output(f"VSwitch{index}Id", f"ID of vSwitch {index}.", _att(f"VSwitch{index}", "VSwitchId"))
@@ -1148,6 +1158,45 @@ def _ros_network(ros: _Ros) -> None:
             properties["SecurityGroupIngress"] = ingress
         ros.add("SecurityGroup", "security_group", properties)
         ros.output("SecurityGroupId", "ID of the security group.", _att("SecurityGroup", "SecurityGroupId"))
+
+
+def _ros_existing_network(ros: _Ros) -> None:
+    """An existing VPC: its id, its CIDR block (for allow-lists and rules) and one vSwitch per zone as parameters."""
+    ros.parameters["VpcId"] = {"Type": "String", "AssociationProperty": "ALIYUN::ECS::VPC::VPCId",
+                               "Description": "The existing VPC to deploy into."}
+    ros.parameters["VpcCidrBlock"] = {"Type": "String", "Description": "CIDR block of that VPC (allow-lists and "
+                                      "security group rules use it)."}
+    for index, vswitch in enumerate(ros.spec["vswitches"], start=1):
+        zone = ros.zone(index, vswitch)
+        metadata: dict[str, Any] = {"VpcId": "${VpcId}"}
+        if isinstance(zone, dict):
+            metadata["ZoneId"] = "${" + zone["Ref"] + "}"
+        ros.parameters[f"VSwitchId{index}"] = {
+            "Type": "String", "AssociationProperty": "ALIYUN::VPC::VSwitch::VSwitchId",
+            "AssociationPropertyMetadata": metadata, "Description": f"vSwitch {index} of the existing VPC."}
+
+
+def _existing_references(node: Any, cidr: str) -> Any:
+    """References to the network we did not create become its parameters (and its CIDR text the CIDR parameter)."""
+    if isinstance(node, dict):
+        if set(node) == {"Ref"} and isinstance(node["Ref"], str):
+            ref = node["Ref"]
+            if ref == "Vpc":
+                return {"Ref": "VpcId"}
+            if re.fullmatch(r"VSwitch\d+", ref):
+                return {"Ref": "VSwitchId" + ref.removeprefix("VSwitch")}
+        if set(node) == {"Fn::GetAtt"} and isinstance(node["Fn::GetAtt"], list) and len(node["Fn::GetAtt"]) == 2:
+            name, attribute = node["Fn::GetAtt"]
+            if name == "Vpc" and attribute == "VpcId":
+                return {"Ref": "VpcId"}
+            if isinstance(name, str) and re.fullmatch(r"VSwitch\d+", name) and attribute == "VSwitchId":
+                return {"Ref": "VSwitchId" + name.removeprefix("VSwitch")}
+        return {k: _existing_references(v, cidr) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_existing_references(v, cidr) for v in node]
+    if node == cidr:
+        return {"Ref": "VpcCidrBlock"}
+    return node
 
 
 def _ros_ecs(ros: _Ros) -> None:
@@ -1317,10 +1366,12 @@ def _ros_data(ros: _Ros) -> None:
 def describe(spec: dict[str, Any]) -> str:
     """One English sentence describing what a (resolved) spec builds."""
     parts: list[str] = []
-    if spec["vpc"]:
+    if spec["vpc"] and spec["vpc"].get("existing"):
+        parts.append("resources in an existing VPC (its ids as parameters)")
+    elif spec["vpc"]:
         parts.append(f"a VPC ({spec['vpc']['cidr']})")
     count = len(spec["vswitches"])
-    if count:
+    if count and not (spec["vpc"] or {}).get("existing"):
         parts.append(f"{count} vSwitch{'es' if count != 1 else ''}")
     if spec["security_group"]:
         ports = ", ".join(rule["port_range"].split("/")[0] for rule in spec["security_group"]["rules"])
@@ -1543,6 +1594,10 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
     template["Resources"] = ros.resources
     if ros.outputs:
         template["Outputs"] = ros.outputs
+    if spec["vpc"] and spec["vpc"].get("existing"):
+        template["Resources"] = _existing_references(template["Resources"], spec["vpc"]["cidr"])
+        if "Outputs" in template:
+            template["Outputs"] = _existing_references(template["Outputs"], spec["vpc"]["cidr"])
     return template
 
 
