@@ -153,3 +153,82 @@ async def test_review_report_is_localised(tmp_path: Path) -> None:
     assert "审查结果" in answer_text(zh) and "Terraform 配置" in answer_text(zh)
     assert answer_text(en).startswith("Review of the Terraform configuration:")
     assert "IAC016" in answer_text(zh) and "IAC016" in answer_text(en)  # rule ids are never translated
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "plugins" / "runtime_offline" / "tests" / "engine" / "conversion_corpus"
+
+
+def _count(template: dict[str, Any], kind: str) -> int:
+    return resource_types(template).count(kind)
+
+
+def _props(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r.get("Properties", {}) for r in template["Resources"].values() if r["Type"] == kind]
+
+
+# family: (generate, must contain, follow-up edit, check of the edited template, Terraform file, type it converts to)
+FAMILIES: dict[str, tuple[str, str, str, Any, str, str]] = {
+    "slb": ("Create two ECS instances behind a load balancer", "ALIYUN::SLB::BackendServerAttachment",
+            "make it three instances", lambda t: _count(t, "ALIYUN::ECS::Instance") == 3,
+            "04_load_balancers.tf", "ALIYUN::SLB::LoadBalancer"),
+    "alb": ("Create two ECS instances behind an ALB", "ALIYUN::ALB::ServerGroup",
+            "add a data disk of 200 GB", lambda t: _props(t, "ALIYUN::ECS::Instance")[0]["DiskMappings"][0]["Size"] == 200,
+            "09_lb_listeners_backends.tf", "ALIYUN::ALB::Listener"),
+    "nlb": ("Create two ECS instances behind a network load balancer", "ALIYUN::NLB::Listener",
+            "make it three instances", lambda t: len(_props(t, "ALIYUN::NLB::BackendServerAttachment")[0]["Servers"]) == 3,
+            "14_nlb.tf", "ALIYUN::NLB::ServerGroup"),
+    "databases": ("Create a PolarDB MySQL 8.0 cluster and a MongoDB 6.0 instance", "ALIYUN::MONGODB::Instance",
+                  "also add a Redis 7.0 with 4 GB",
+                  lambda t: _props(t, "ALIYUN::REDIS::Instance")[0]["InstanceClass"] == "redis.master.stand.default",
+                  "11_mongodb_polardb.tf", "ALIYUN::POLARDB::DBCluster"),
+    "rds": ("Create a MySQL 8.0 RDS instance with an account named app", "ALIYUN::RDS::Account",
+            "add tag env=prod", lambda t: _props(t, "ALIYUN::RDS::DBInstance")[0]["Tags"] == {"env": "prod"},
+            "05_databases.tf", "ALIYUN::RDS::Account"),
+    "storage": ("Create a NAS file system and an OSS bucket with versioning", "ALIYUN::NAS::MountTarget",
+                "add tag team=data", lambda t: any(tag == {"Key": "team", "Value": "data"}
+                                                   for tag in _props(t, "ALIYUN::NAS::FileSystem")[0]["Tags"]),
+                "13_nas.tf", "ALIYUN::NAS::FileSystem"),
+    "ack": ("Create an ACK managed Kubernetes cluster with 3 nodes", "ALIYUN::CS::ClusterNodePool",
+            "use 3 vSwitches", lambda t: len(_props(t, "ALIYUN::CS::ManagedKubernetesCluster")[0]["VSwitchIds"]) == 3,
+            "17_ack.tf", "ALIYUN::CS::ManagedKubernetesCluster"),
+    "serverless": ("Create a Function Compute function in Python with an HTTP trigger", "ALIYUN::FC::Trigger",
+                   "also add a Log Service project",
+                   lambda t: "LogConfig" in _props(t, "ALIYUN::FC::Service")[0],
+                   "16_function_compute.tf", "ALIYUN::FC::Function"),
+    "identity": ("Create a RAM role for ECS instances with read-only access to OSS and a KMS key", "ALIYUN::KMS::Key",
+                 "add tag owner=sec", lambda t: _props(t, "ALIYUN::KMS::Key")[0]["Tags"] == [{"Key": "owner", "Value": "sec"}],
+                 "15_ram.tf", "ALIYUN::RAM::ManagedPolicy"),
+    "logs_dns": ("Create a Log Service project and an A record for www.example.com pointing to 203.0.113.10",
+                 "ALIYUN::DNS::DomainRecord", "also add a KMS key", lambda t: _count(t, "ALIYUN::KMS::Key") == 1,
+                 "12_dns_records.tf", "ALIYUN::DNS::DomainRecord"),
+    "scaling": ("Create an auto scaling group between 2 and 10 instances behind an SLB", "ALIYUN::ESS::ScalingGroupEnable",
+                "use 3 vSwitches", lambda t: len(_props(t, "ALIYUN::ESS::ScalingGroup")[0]["VSwitchIds"]) == 3,
+                "18_auto_scaling.tf", "ALIYUN::ESS::ScalingConfiguration"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+async def test_each_family_generate_edit_review_convert(family: str, tmp_path: Path) -> None:
+    prompt, contains, edit, check, tf_file, converts_to = FAMILIES[family]
+    (tmp_path / tf_file).write_text((CORPUS / tf_file).read_text())
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        ctx = f"ctx-{family}"
+        first = await turn(http, server, message(prompt, "m1", ctx, tmp_path))
+        template = fenced(answer_text(first))
+        assert contains in resource_types(template), resource_types(template)
+        written = yaml.safe_load((tmp_path / "template.ros.yaml").read_text())
+        assert written == template  # the turn asked to write the file, was allowed, wrote what it showed
+
+        second = await turn(http, server, message(edit, "m2", ctx, tmp_path))
+        edited = yaml.safe_load((tmp_path / "template.ros.yaml").read_text())
+        assert check(edited), resource_types(edited)
+        assert contains in resource_types(edited)  # the edit kept the rest
+        assert second["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+        third = await turn(http, server, message("review template.ros.yaml", "m3", ctx, tmp_path))
+        report = json.loads(Path(third["artifacts"][0]["parts"][0]["url"][len("file://"):]).read_text())
+        assert report["format"] == "ros"
+        assert not [f for f in report["findings"] if f["severity"] == "error"], report["findings"]
+
+        fourth = await turn(http, server, message(f"convert {tf_file} to ROS", "m4", ctx, tmp_path))
+        assert converts_to in resource_types(fenced(answer_text(fourth)))

@@ -1624,8 +1624,11 @@ def wants_generation(prompt: str, previous: dict[str, Any] | None = None) -> boo
     if not previous:
         return mentioned and _has(prompt, _GENERATE_VERBS)
     delta = parse_request(prompt, previous)
+    # A setting of something the template already has ("add a data disk of 200 GB") is an edit too.
+    settings = any(delta.get(key) and previous.get(key) for key in (
+        "ecs", "rds", "redis", "oss", "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack", "ess"))
     edits = bool(delta["add"] or delta["remove"] or delta.get("tags") or delta.get("rules") or "format" in delta
-                 or "region" in delta or "vswitch_count" in delta or unmapped)
+                 or "region" in delta or "vswitch_count" in delta or unmapped or settings)
     return (edits or mentioned) and (bool(delta["remove"]) or _has(prompt, _EDIT_VERBS + "|" + _GENERATE_VERBS))
 
 
