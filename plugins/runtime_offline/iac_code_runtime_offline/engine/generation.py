@@ -45,7 +45,7 @@ REGION_NAMES = {
 
 # Things people ask for that the engine cannot generate: (pattern, name reported in ``unmapped``).
 UNMAPPED_PATTERNS: list[tuple[str, str]] = [
-    (r"\bcdn\b|内容分发", "CDN"),
+    (r"(?<!\.)\bcdn\b(?!\.)|内容分发", "CDN"),  # not a label of a domain name (cdn.example.com)
     (r"elastic ?search(?:\s+cluster)?", "Elasticsearch"),
     (r"\bkafka\b(?:\s+cluster)?", "Kafka"),
     (r"rocket ?mq|rabbit ?mq|message queue|消息队列", "Message queue"),
@@ -80,9 +80,12 @@ _BLOCK_PATTERNS: dict[str, str] = {
     "nas": r"\bnas\b|file ?system|文件存储|文件系统|shared (?:file )?storage|\bnfs\b|\bsmb share\b",
     "ack": r"\b(?:kubernetes|k8s|ack)\b|容器服务|k8s集群",
     "ess": r"auto ?scal(?:ing|ed)|scaling group|\bess\b|弹性伸缩|伸缩组|autoscal",
-    "fc": r"function compute|\bfc\b|函数计算|serverless functions?|\bfunctions?\b(?=.*\b(?:http|trigger|python|node|java|go)\b)",
+    "fc": (r"function compute|\bfc\b|函数计算|函数|serverless functions?"
+           r"|\bfunctions?\b(?=.*\b(?:http|trigger|python|node|java|go)\b)"
+           r"|\b(?:python|node(?:\.?js)?|java|golang|go)\b[\w. ]{0,12}\bfunctions?\b"),
     "ram": r"\bram (?:roles?|polic(?:y|ies))\b|\b(?:iam|instance|service) roles?\b|ram ?角色|权限策略|授权策略|实例角色",
-    "dns": r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b",
+    "dns": (r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b"
+            r"|\b(?:a|aaaa|cname|txt|mx)\s*记录"),
     "polardb": r"polar ?db",
 }
 # What names another database engine, so that "PolarDB MySQL" or "a MongoDB database" is not also an RDS instance.
@@ -316,7 +319,8 @@ _IMAGES = [
     (r"alibaba cloud linux|aliyun linux|alinux", "aliyun_3_x64_20G_alibase_20240819.vhd"),
 ]
 DEFAULT_IMAGE = "aliyun_3_x64_20G_alibase_20240819.vhd"
-_ECS_NOUNS = (r"(?:(?:web|app|application|backend|linux|ubuntu|centos|windows)\s+)?(?:ecs\s+)?"
+_ECS_NOUNS = (r"(?:(?:web|app|application|backend|frontend|worker|linux|ubuntu|centos|debian|windows|alibaba cloud linux"
+              r"|private|public|small|large|identical)\s+){0,2}(?:ecs\s+)?"
               r"(?:instances?|servers?|vms?|virtual machines?|ecs|云服务器|服务器|ecs实例|实例|主机|虚拟机)")
 
 
@@ -439,7 +443,7 @@ def _redis_class(gigabytes: int) -> str:
 
 def _parse_oss(text: str) -> dict[str, Any]:
     oss: dict[str, Any] = {}
-    name = re.search(r"(?:bucket|存储桶)\s*(?:named|called|name|名为|名称为|叫)?\s*"
+    name = re.search(r"(?:bucket|存储桶)[，,]?\s*(?:named|called|name|名为|名称为|叫)?\s*"
                      r"[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)", text, re.IGNORECASE)
     if name and name.group(1).lower() not in {"with", "and", "for", "that", "to", "in", "named", "called"}:
         oss["name"] = name.group(1).lower()
@@ -579,7 +583,7 @@ def ram_documents(ram: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] |
 # In a RAM request, who assumes the role and what it may access are not things to create.
 _RAM_CONTEXT = re.compile(
     r"(?:for|used by|assumed by|给|供)\s*(?:the\s+)?(?:\w+\s+)?(?:ecs(?:\s+instances?)?|instances?|servers?|function compute"
-    r"|\bfc\b|\back\b|kubernetes|\bros\b)"
+    r"|\bfc\b|\back\b|kubernetes|\bros\b)(?!\s*roles?\b)"
     r"|(?:函数计算|容器服务|ecs ?实例|实例|服务器)\s*(?:使用的|用的|使用)"
     r"|(?:(?:read[- ]?only|full|write|read)\s+)?access\s+to\s+(?:the\s+)?(?:oss\s+buckets?|buckets?|oss|kms|log service|logs?)"
     r"(?:\s+(?:named|called)\s+[\w-]+)?",
@@ -627,7 +631,8 @@ def _parse_ack(text: str) -> dict[str, Any]:
     return ack
 
 
-_FC_HTTP = re.compile(r"(?:public\s+|anonymous\s+)?https?\s+(?:triggers?|endpoints?)|公开的?\s*https?\s*触发器", re.IGNORECASE)
+_FC_HTTP = re.compile(r"(?:public\s+|anonymous\s+)?https?\s+(?:triggers?|endpoints?)|(?:公开的?)?\s*https?\s*触发器",
+                      re.IGNORECASE)
 
 
 def _parse_fc(text: str) -> dict[str, Any]:
@@ -728,7 +733,10 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     """Everything a request says, as a delta: only mentioned things are present."""
     whole = normalize(prompt)
     ram = _has(whole, _BLOCK_PATTERNS["ram"])
-    unmapped, text = _unmapped(_RAM_CONTEXT.sub(" ", whole) if ram else whole)
+    if ram:  # the role's own name ("named ecs-reader") names nothing to create either
+        whole_for_blocks = _RAM_CONTEXT.sub(" ", re.sub(r"((?:role|角色)\s*(?:named|called|名为|叫))\s*[\w-]+", r"\1 ", whole,
+                                                        flags=re.IGNORECASE))
+    unmapped, text = _unmapped(whole_for_blocks if ram else whole)
     delta: dict[str, Any] = {"unmapped": unmapped, "add": [], "remove": []}
     fmt = _format_of(text)
     if fmt:

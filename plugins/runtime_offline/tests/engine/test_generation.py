@@ -69,8 +69,9 @@ def _parse_back(result: GenerationResult) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_corpus_is_big_and_mixed() -> None:
-    assert len(CORPUS) >= 40
-    assert sum(any("\u4e00" <= char <= "\u9fff" for char in case["prompt"]) for case in CORPUS) >= 10
+    assert len(CORPUS) >= 150
+    assert sum(any("\u4e00" <= char <= "\u9fff" for char in case["prompt"]) for case in CORPUS) >= 30
+    assert sum(case["format"] == "terraform" for case in CORPUS) >= 30
     assert {case["format"] for case in CORPUS} == {"ros-yaml", "ros-json", "terraform"}
 
 
