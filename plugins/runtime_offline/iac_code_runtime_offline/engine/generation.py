@@ -402,6 +402,9 @@ def _parse_rds(text: str) -> dict[str, Any]:
                         r"[\"'`]?([a-z][a-z0-9_]{1,31})[\"'`]?(?=\W|$)", text, re.IGNORECASE)
     if account and account.group(1).lower() not in _NOT_NAMES:
         rds["account"] = account.group(1).lower()
+    if _has(text, r"highly available|high availability|\bha\b|multi-?zone|multi-?az|across (?:two|2|multiple) zones"
+                  r"|高可用|多可用区|双可用区"):
+        rds["ha"] = True
     whitelist = re.search(r"(?:white ?list|allow(?:ed|ing)?\s+(?:access\s+)?from|白名单|允许)\s*(?:of|:|为)?\s*"
                           r"((?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?)", text, re.IGNORECASE)
     if whitelist:
@@ -807,7 +810,8 @@ def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     target = max(target, len(explicit), len(zones))
     needs_network = spec["vpc"] is not None or any(spec[key] for key in _NETWORKED)
     lb = spec["load_balancer"]
-    minimum = 2 if (lb and lb["kind"] in ("alb", "nlb")) or spec.get("ack") or spec.get("ess") else (1 if needs_network else 0)
+    multi_zone = (lb and lb["kind"] in ("alb", "nlb")) or spec.get("ack") or spec.get("ess") or (spec["rds"] or {}).get("ha")
+    minimum = 2 if multi_zone else (1 if needs_network else 0)
     limit = min(MAX_VSWITCHES, _subnet_capacity(spec["vpc"]["cidr"])) if spec["vpc"] else MAX_VSWITCHES
     if target > limit:
         delta["unmapped"].append(f"vSwitches beyond {limit} (at most {limit} fit)")
@@ -852,7 +856,7 @@ def _apply_rds(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> Non
     if current and current["engine"] != engine:
         current = None  # a new engine invalidates the old version and class
     rds = _merge(current, settings, {"engine": engine, "version": version, "class": db_class, "storage": 50,
-                                     "account": None, "whitelist": None})
+                                     "account": None, "whitelist": None, "ha": False})
     spec["rds"] = rds
 
 
@@ -1338,6 +1342,7 @@ def _ros_data(ros: _Ros) -> None:
             "SecurityIPList": rds.get("whitelist") or spec["vpc"]["cidr"], "VpcId": _ref("Vpc"),
             "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"), "PayType": "Postpaid",
             "DBInstanceDescription": "iac-code-db", "DeletionProtection": True,
+            **({"SlaveZoneIds": [_ref("ZoneId2")], "Category": "HighAvailability"} if rds.get("ha") else {}),
         }, taggable="map")
         if rds.get("account"):
             password = ros.password("DBAccountPassword", f"Password of the database account {rds['account']}.")

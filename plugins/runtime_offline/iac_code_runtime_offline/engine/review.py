@@ -65,6 +65,7 @@ _RULE_LIST = [
     Rule("IAC024", "kms_no_rotation", "warning", "KMS key without automatic key rotation."),
     Rule("IAC025", "log_short_retention", "warning", "Log Service logstore keeps logs for fewer than 30 days."),
     Rule("IAC026", "nas_not_encrypted", "warning", "NAS file system without encryption at rest."),
+    Rule("IAC030", "db_single_zone", "info", "RDS instance in a single zone (no standby zone)."),
     Rule("IAC029", "ack_public_api", "warning", "ACK cluster API server reachable from the internet."),
     Rule("IAC028", "fc_anonymous_http", "warning", "Function Compute HTTP trigger callable anonymously."),
     Rule("IAC027", "ram_admin_policy", "error", "RAM policy allows every action (\"*\") or every action of a service on \"*\"."),
@@ -585,6 +586,8 @@ def _ros_resource(base: str, rtype: Any, props: dict[str, Any], has_https: bool)
         findings += _oss(p, props.get("AccessControl"), bool(props.get("ServerSideEncryptionConfiguration")), ros=True)
     elif rtype == "ALIYUN::RDS::DBInstance":
         findings += _rds(p, props.get("DeletionProtection"), props.get("BackupRetentionPeriod"), ros=True)
+        if not (props.get("SlaveZoneIds") or props.get("ZoneIdSlave1")):
+            findings.append(_single_zone(f"{p}.SlaveZoneIds", "SlaveZoneIds (a second zone's vSwitch and zone)"))
         findings += _open_allowlist(_split_ips(props.get("SecurityIPList")), f"{p}.SecurityIPList", "RDS")
     elif rtype == "ALIYUN::REDIS::Instance" and props.get("Password") in (None, ""):
         findings.append(_redis_no_password(f"{p}.Password", "Password (a Ref to a NoEcho parameter)"))
@@ -784,6 +787,11 @@ def _json_document(value: Any) -> Any:
     return None
 
 
+def _single_zone(location: str, setting: str) -> Finding:
+    return _finding("IAC030", location, "The database runs in one zone: a zone outage takes it down.",
+                    f"Set {setting} so a standby runs in another zone.")
+
+
 def _ack_public(location: str, setting: str) -> Finding:
     return _finding("IAC029", location, "The cluster's API server has a public endpoint.",
                     f"Set {setting} and reach the API server from the VPC (or a bastion); open it only to known CIDRs.")
@@ -969,6 +977,8 @@ def _tf_resource(base: str, rtype: str, name: str, body: dict[str, Any], sse_tar
         return _oss(base, body.get("acl"), True, ros=False)
     if rtype == "alicloud_db_instance":
         findings = _rds(base, body.get("deletion_protection"), None, ros=False)
+        if not body.get("zone_id_slave_a"):
+            findings.append(_single_zone(f"{base}.zone_id_slave_a", "zone_id_slave_a (and a vswitch_id per zone)"))
         return findings + _open_allowlist(_split_ips(body.get("security_ips")), f"{base}.security_ips", "RDS")
     if rtype == "alicloud_db_backup_policy":
         key = "backup_retention_period" if "backup_retention_period" in body else "retention_period"

@@ -128,6 +128,7 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "SecurityIPList": "string", "VpcId": "string", "VSwitchId": "string", "ZoneId": "string",
         "DBInstanceNetType": "string", "DBInstanceStorageType": "string", "DBInstanceDescription": "string",
         "PayType": "string", "Category": "string", "MasterUsername": "string", "MasterUserPassword": "string",
+        "SlaveZoneIds": "list", "ZoneIdSlave1": "string",
         "MasterUserType": "string", "SSLSetting": "string", "DeletionProtection": "boolean",
         "BackupRetentionPeriod": "integer", "Tags": "map",
     }, {"DBInstanceId", "InnerConnectionString", "InnerPort", "PublicConnectionString", "InnerIPAddress"}),

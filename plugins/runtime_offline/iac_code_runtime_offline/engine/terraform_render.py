@@ -283,7 +283,11 @@ def _data(tf: _Tf) -> None:
         tf.resource("rds", "db", [
             ("instance_name", "iac-code-db"), ("engine", rds["engine"]), ("engine_version", rds["version"]),
             ("instance_type", rds["class"]), ("instance_storage", rds["storage"]), ("db_instance_storage_type", "cloud_essd"),
-            ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")), ("security_ips", [rds.get("whitelist") or spec["vpc"]["cidr"]]),
+            ("vswitch_id", Expr('"${alicloud_vswitch.vsw1.id},${alicloud_vswitch.vsw2.id}"') if rds.get("ha")
+             else Expr("alicloud_vswitch.vsw1.id")),
+            *([("zone_id", Expr("alicloud_vswitch.vsw1.zone_id")), ("zone_id_slave_a", Expr("alicloud_vswitch.vsw2.zone_id"))]
+              if rds.get("ha") else []),
+            ("security_ips", [rds.get("whitelist") or spec["vpc"]["cidr"]]),
             ("deletion_protection", True)])
         tf.output("db_instance_id", "ID of the RDS instance.", "alicloud_db_instance.db.id")
         tf.output("db_connection_string", "Connection string of the RDS instance.", "alicloud_db_instance.db.connection_string")

@@ -276,6 +276,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vpc_id": ("VpcId", "value"),
         "zone_id": ("ZoneId", "value"),
         "security_ips": ("SecurityIPList", "csv"),
+        "zone_id_slave_a": ("ZoneIdSlave1", "value"),
         "instance_name": ("DBInstanceDescription", "value"),
         "instance_charge_type": ("PayType", "value"),
         "tags": ("Tags", "tag_map"),

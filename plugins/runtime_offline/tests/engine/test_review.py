@@ -96,8 +96,8 @@ def test_to_json_shape() -> None:
     data = report.to_json()
     assert set(data) == {"format", "summary", "findings"}
     assert data["format"] == "ros"
-    assert data["summary"] == {"errors": 1, "warnings": 2, "infos": 0}
-    assert len(data["findings"]) == 3
+    assert data["summary"] == {"errors": 1, "warnings": 2, "infos": 1}
+    assert len(data["findings"]) == 4
     for item, finding in zip(data["findings"], report.findings, strict=True):
         assert set(item) == {"ruleId", "severity", "location", "message", "fix"}
         assert item == {

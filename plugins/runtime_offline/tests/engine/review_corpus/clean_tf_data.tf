@@ -40,6 +40,7 @@ resource "alicloud_db_instance" "main" {
   engine_version      = "8.0"
   instance_type       = "mysql.n2.medium.1"
   instance_storage    = 50
+  zone_id_slave_a     = "cn-hangzhou-i"
   security_ips        = ["192.168.0.0/16"]
   deletion_protection = true
   tags = {
