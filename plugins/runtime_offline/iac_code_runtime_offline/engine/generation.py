@@ -465,18 +465,24 @@ def _parse_oss(text: str) -> dict[str, Any]:
     return oss
 
 
+def _first(pattern: str, text: str) -> str | None:
+    """The first group of the first match of ``pattern`` (case-insensitive), or None."""
+    match = re.search(pattern, text, re.IGNORECASE)
+    return match.group(1) if match else None
+
+
+def _put_found(target: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        target[key] = value
+
+
 def _parse_mongodb(text: str) -> dict[str, Any]:
     """MongoDB version ("MongoDB 6.0"), class ("dds.mongo.mid") and storage."""
     mongo: dict[str, Any] = {}
-    version = re.search(r"mongo ?(?:db)?\s*v?(\d\.\d)", text, re.IGNORECASE)
-    if version:
-        mongo["version"] = version.group(1)
-    db_class = re.search(r"\b(dds\.mongo\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text, re.IGNORECASE)
-    if db_class:
-        mongo["class"] = db_class.group(1).lower()
-    storage = _size(text, r"(?:of\s+)?storage|存储空间|存储")
-    if storage:
-        mongo["storage"] = storage
+    _put_found(mongo, "version", _first(r"mongo ?(?:db)?\s*v?(\d\.\d)", text))
+    db_class = _first(r"\b(dds\.mongo\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text)
+    _put_found(mongo, "class", db_class.lower() if db_class else None)
+    _put_found(mongo, "storage", _size(text, r"(?:of\s+)?storage|存储空间|存储"))
     return mongo
 
 
@@ -485,16 +491,11 @@ def _parse_polardb(text: str) -> dict[str, Any]:
     polar: dict[str, Any] = {}
     if _has(text, r"polar ?db\s*(?:for\s+)?(?:postgres(?:ql)?|pg)\b"):
         polar["engine"] = "PostgreSQL"
-        version = re.search(r"(?:postgres(?:ql)?|pg)\s*v?(\d{2})", text, re.IGNORECASE)
-        if version:
-            polar["version"] = version.group(1)
+        _put_found(polar, "version", _first(r"(?:postgres(?:ql)?|pg)\s*v?(\d{2})", text))
     else:
-        version = re.search(r"mysql\s*v?(\d\.\d)", text, re.IGNORECASE)
-        if version:
-            polar["version"] = version.group(1)
-    node_class = re.search(r"\b(polar\.(?:mysql|pg)\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text, re.IGNORECASE)
-    if node_class:
-        polar["class"] = node_class.group(1).lower()
+        _put_found(polar, "version", _first(r"mysql\s*v?(\d\.\d)", text))
+    node_class = _first(r"\b(polar\.(?:mysql|pg)\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text)
+    _put_found(polar, "class", node_class.lower() if node_class else None)
     return polar
 
 
