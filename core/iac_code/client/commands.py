@@ -472,11 +472,7 @@ def task_list(r: _Run) -> int:
         request.context_id = s.text("context_id")
     if s.text("status"):
         request.status = _task_state(s.text("status"))
-    size = s.integer("page_size")
-    if size is not None:
-        request.page_size = size
-    if s.text("page_token"):
-        request.page_token = s.text("page_token")
+    _page(s, request)
     if s.flag("include_artifacts"):
         request.include_artifacts = True
     follow = bool(s.get("all_pages") if s.given("all_pages") else s.flag("all"))
@@ -525,6 +521,15 @@ def _rows(view: Any, headers: list[str], rows: list[list[str]]) -> None:
     for row in [headers, ["-" * w for w in widths], *rows]:
         line = "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
         view.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _page(s: Settings, request: Any) -> None:
+    """``--page-size`` and ``--page-token`` onto a list request (absent values stay unset)."""
+    size = s.integer("page_size")
+    if size is not None:
+        request.page_size = size
+    if s.text("page_token"):
+        request.page_token = s.text("page_token")
 
 
 def _task_state(text: str) -> int:
@@ -671,11 +676,7 @@ def push_config_list(r: _Run) -> int:
 
     s = r.settings
     request = ListTaskPushNotificationConfigsRequest(task_id=s.required("task_id"))
-    size = s.integer("page_size")
-    if size is not None:
-        request.page_size = size
-    if s.text("page_token"):
-        request.page_token = s.text("page_token")
+    _page(s, request)
     r.view.result(_unary(r, lambda agent: agent.client.list_task_push_notification_configs(
         request, context=r.context())))
     return ExitCode.OK

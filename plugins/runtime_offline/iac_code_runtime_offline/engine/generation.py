@@ -1243,8 +1243,7 @@ def _ros_load_balancer(ros: _Ros) -> None:
         _ros_nlb(ros)
         return
     if lb["kind"] == "alb":
-        mappings = [{"ZoneId": _ref(f"ZoneId{index}"), "VSwitchId": _ref(f"VSwitch{index}")}
-                    for index in range(1, len(ros.spec["vswitches"]) + 1)]
+        mappings = _zone_mappings(ros.spec)
         ros.add("Alb", "alb", {"LoadBalancerName": "iac-code-alb", "VpcId": _ref("Vpc"),
                                "AddressType": "Internet" if lb["public"] else "Intranet", "LoadBalancerEdition": "Standard",
                                "LoadBalancerBillingConfig": {"PayType": "PostPay"}, "ZoneMappings": mappings})
@@ -1263,8 +1262,7 @@ def _ros_load_balancer(ros: _Ros) -> None:
 def _ros_nlb(ros: _Ros) -> None:
     """An NLB across the vSwitches' zones, a TCP server group with health checks, a TCP listener on 80, the instances."""
     lb = ros.spec["load_balancer"]
-    mappings = [{"ZoneId": _ref(f"ZoneId{index}"), "VSwitchId": _ref(f"VSwitch{index}")}
-                for index in range(1, len(ros.spec["vswitches"]) + 1)]
+    mappings = _zone_mappings(ros.spec)
     ros.add("Nlb", "nlb", {"LoadBalancerName": "iac-code-nlb", "VpcId": _ref("Vpc"), "AddressIpVersion": "ipv4",
                            "AddressType": "Internet" if lb["public"] else "Intranet", "ZoneMappings": mappings})
     ros.add("NlbServerGroup", "nlb_server_group", {"ServerGroupName": "iac-code-nlb-sg", "VpcId": _ref("Vpc"),
@@ -1472,6 +1470,17 @@ def _ros_nas(ros: _Ros) -> None:
     ros.output("MountTargetDomain", "Domain to mount the file system from.", _att("MountTarget", "MountTargetDomain"))
 
 
+def _zone_mappings(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """ALB/NLB ZoneMappings: each vSwitch with its zone."""
+    return [{"ZoneId": _ref(f"ZoneId{index}"), "VSwitchId": _ref(f"VSwitch{index}")}
+            for index in range(1, len(spec["vswitches"]) + 1)]
+
+
+def _vswitch_refs(spec: dict[str, Any]) -> list[dict[str, str]]:
+    """A Ref to each of the template's vSwitches, in order (multi-zone resources span them all)."""
+    return [_ref(f"VSwitch{index}") for index in range(1, len(spec["vswitches"]) + 1)]
+
+
 def _ros_ess(ros: _Ros) -> None:
     """An auto scaling group over every vSwitch (behind the template's SLB), its configuration, and its activation."""
     spec = ros.spec
@@ -1479,7 +1488,7 @@ def _ros_ess(ros: _Ros) -> None:
     if not ess:
         return
     group: dict[str, Any] = {"ScalingGroupName": "iac-code-asg", "MinSize": ess["min"], "MaxSize": ess["max"],
-                             "VSwitchIds": [_ref(f"VSwitch{i}") for i in range(1, len(spec["vswitches"]) + 1)],
+                             "VSwitchIds": _vswitch_refs(spec),
                              "MultiAZPolicy": "BALANCE", "RemovalPolicys": ["OldestInstance", "NewestInstance"]}
     if spec["load_balancer"] and spec["load_balancer"]["kind"] == "slb":
         group["LoadBalancerIds"] = [_att("LoadBalancer", "LoadBalancerId")]
@@ -1500,7 +1509,7 @@ def _ros_ack(ros: _Ros) -> None:
     ack = spec.get("ack")
     if not ack:
         return
-    vswitches = [_ref(f"VSwitch{index}") for index in range(1, len(spec["vswitches"]) + 1)]
+    vswitches = _vswitch_refs(spec)
     cluster: dict[str, Any] = {"Name": "iac-code-ack", "ClusterSpec": "ack.pro.small", "VpcId": _ref("Vpc"),
                                "VSwitchIds": vswitches, "ContainerCidr": "172.20.0.0/16", "ServiceCidr": "172.21.0.0/20",
                                "SnatEntry": True, "EndpointPublicAccess": ack["public_api"]}
