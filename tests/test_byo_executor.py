@@ -12,7 +12,7 @@ import pytest
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import AgentRuntimeSpec
-from iac_code.testing import A2A_HEADERS, make_kernel, parse_sse, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, make_kernel, next_sse_data, parse_sse, send_message_body, start_server
 from tests.byo_agent import ShoutExecutor
 
 CARD = {"name": "shouter", "description": "Shouts back.", "version": "9.9.9",
@@ -98,7 +98,7 @@ async def test_sdk_subscription_follows_the_next_turn() -> None:
         task = (await _rpc(http, server.url, send_message_body("why?")))["result"]["task"]
         sub = {"jsonrpc": "2.0", "id": "s", "method": "SubscribeToTask", "params": {"id": task["id"]}}
         async with http.post(server.url, json=sub, headers=A2A_HEADERS) as stream:
-            head = json.loads((await asyncio.wait_for(stream.content.readline(), 10)).decode()[6:])
+            head = await next_sse_data(stream.content)
             assert head["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
             follow = send_message_body("fine", message_id="m2", taskId=task["id"], contextId=task["contextId"])
             done = (await _rpc(http, server.url, follow))["result"]["task"]

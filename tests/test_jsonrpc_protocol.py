@@ -13,7 +13,15 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.testing import A2A_HEADERS, RunningServer, parse_sse, permission_answer_body, send_message_body, start_server
+from iac_code.testing import (
+    A2A_HEADERS,
+    RunningServer,
+    next_sse_data,
+    parse_sse,
+    permission_answer_body,
+    send_message_body,
+    start_server,
+)
 from tests.runtimes import GatedRuntimePlugin, settings
 
 
@@ -46,7 +54,7 @@ async def gated_turn() -> AsyncIterator[tuple[RunningServer, aiohttp.ClientSessi
             aiohttp.ClientSession() as http:
         body = send_message_body("long job", method="SendStreamingMessage")
         async with http.post(server.url, json=body, headers=A2A_HEADERS) as stream:
-            first = json.loads((await stream.content.readline()).decode()[6:])
+            first = await next_sse_data(stream.content)
             await asyncio.wait_for(plugin.runtime.started.wait(), 10)
             yield server, http, stream, first["result"]["task"], plugin
 
@@ -183,7 +191,7 @@ async def test_subscribe_to_running_task_then_finished() -> None:
         sub_body = {"jsonrpc": "2.0", "id": "s", "method": "SubscribeToTask", "params": {"id": task_id}}
         async with http.post(server.url, json=sub_body, headers=A2A_HEADERS) as sub:
             assert sub.headers["Content-Type"].startswith("text/event-stream")
-            head = json.loads((await sub.content.readline()).decode()[6:])
+            head = await next_sse_data(sub.content)
             assert head["result"]["task"]["id"] == task_id
             plugin.runtime.release.set()
             events, _ = parse_sse(await asyncio.wait_for(sub.text(), 10))

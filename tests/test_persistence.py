@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from iac_code.task_store import INTERRUPTED_TEXT
-from iac_code.testing import A2A_HEADERS, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, next_sse_data, send_message_body, start_server
 from tests.runtimes import ProbePlugin
 
 IAC_CODE = str(Path(sys.executable).parent / "iac-code")
@@ -142,7 +142,7 @@ async def test_kill_9_during_writes_then_restart(tmp_path: Path) -> None:
             body = _message("please sleep", "m-sleep", contextId="ctx-sleep")
             body["method"] = "SendStreamingMessage"
             stream = await http.post(url, json=body, headers=A2A_HEADERS)
-            first = json.loads((await stream.content.readline()).decode()[6:])
+            first = await next_sse_data(stream.content)
             sleeping_id = first["result"]["task"]["id"]
             workers = [asyncio.ensure_future(storm(http, i)) for i in range(16)]
             for _ in range(500):  # until the WORKING snapshot is on disk and writes are flowing

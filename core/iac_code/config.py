@@ -214,6 +214,13 @@ class ServerConfig(BaseModel):
         100, ge=0, description="Turns one caller may have running or paused at once (0: no limit).")
     context_cache_size: int = Field(
         1000, gt=0, description="Idle contexts kept in memory; older ones are restored from their snapshots.")
+    task_store: str = Field(
+        "local", description="Where tasks, contexts and push configs live: local (this process's persistence-dir) "
+                             "or a shared backend plugin such as redis (several nodes, one service).")
+    stream_resume_events: int = Field(
+        512, gt=0, description="Stream events kept per task for resuming a stream (Last-Event-ID).")
+    stream_resume_tasks: int = Field(
+        256, gt=0, description="Tasks whose recent stream events are kept for resuming (least recently written out).")
     task_cache_size: int = Field(
         1000, gt=0, description="Whole tasks kept in memory; older ones are read back from their snapshots.")
     permission_audit_log: str = Field("", description="Audit log file (default <persistence-dir>/audit/permissions.jsonl).")

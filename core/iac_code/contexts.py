@@ -6,6 +6,10 @@ in parallel. Contexts are mirrored to ``<persistence-dir>/contexts``; an idle
 one is dropped from memory after ``context-idle-timeout`` seconds, or when more
 than ``context-cache-size`` contexts are loaded (least recently used first), and
 restored from its snapshot by the next message.
+
+With a shared state backend (:mod:`iac_code.cluster`) the context lives in the
+backend instead: a turn takes the context's lease, loads its snapshot, and at
+the end stores it and drops the lease, so the next turn may run on any node.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
 from iac_code.background import spawn
+from iac_code.cluster import Lease, NodeLink
 from iac_code.storage import JsonDirectory, SnapshotWriter, file_key
 from iac_code.turns import ALREADY_WORKING
 
@@ -44,6 +49,7 @@ class ContextState:
     session: dict[str, Any] = field(default_factory=dict)
     running_task: str | None = None
     last_used: float = field(default_factory=time.monotonic)
+    lease: Lease | None = None  # held while a turn runs, with a shared backend
 
     def snapshot(self) -> dict[str, Any]:
         return {"owner": self.owner, "contextId": self.context_id, "cwd": self.cwd, "channel": self.channel,
@@ -67,7 +73,8 @@ class ContextRegistry:
     """Reserves contexts for turns, persists them and evicts idle ones."""
 
     def __init__(self, directory: Path | None, writer: SnapshotWriter | None, idle_timeout: float,
-                 cache_size: int = 0) -> None:
+                 cache_size: int = 0, link: NodeLink | None = None) -> None:
+        self._link = link
         self._dir = JsonDirectory(directory / "contexts") if directory is not None else None
         self._writer = writer
         self.idle_timeout = idle_timeout
@@ -84,8 +91,11 @@ class ContextRegistry:
         """Whether the context is in memory (not evicted)."""
         return (owner, context_id) in self._live
 
-    def reserve(self, owner: str, context_id: str, cwd: str, channel: str | None, task_id: str) -> ContextState:
+    async def reserve(self, owner: str, context_id: str, cwd: str, channel: str | None,
+                      task_id: str) -> ContextState:
         """Claim the context for one turn; refuse a busy context or a different workspace."""
+        if self._link is not None:
+            return await self._reserve_shared(self._link, owner, context_id, cwd, channel, task_id)
         key = (owner, context_id)
         state = self._live.get(key) or self._restore(owner, context_id)
         if state is None:
@@ -103,10 +113,36 @@ class ContextRegistry:
         self.save(state)
         return state
 
-    def release(self, state: ContextState) -> None:
+    async def _reserve_shared(self, link: NodeLink, owner: str, context_id: str, cwd: str, channel: str | None,
+                              task_id: str) -> ContextState:
+        lease = await link.lease(owner, context_id, task_id)
+        try:
+            data = await link.load_context(owner, context_id)
+            state = ContextState.from_snapshot(data) if data is not None else None
+            if state is None or (state.owner, state.context_id) != (owner, context_id):
+                state = ContextState(context_id=context_id, owner=owner, cwd=cwd)
+            if state.cwd != cwd:
+                raise InvalidParamsError(message=OTHER_WORKSPACE)
+        except BaseException:
+            await link.release(lease, None)
+            raise
+        if channel is not None:
+            state.channel = channel
+        state.running_task = task_id
+        state.lease = lease
+        self._live[(owner, context_id)] = state
+        return state
+
+    async def release(self, state: ContextState) -> None:
         """End the turn holding the context and persist its state."""
         state.running_task = None
         state.last_used = time.monotonic()
+        if self._link is not None and state.lease is not None:
+            lease, state.lease = state.lease, None
+            del state.history[:-HISTORY_LIMIT]
+            self._live.pop((state.owner, state.context_id), None)
+            await self._link.release(lease, state.snapshot())
+            return
         self.save(state)
 
     def save(self, state: ContextState) -> None:

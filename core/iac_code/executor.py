@@ -124,7 +124,7 @@ class RuntimeExecutor(AgentExecutor):
                                                translator(language)(m.INTERNAL_FAILURE)))
         finally:
             if reserved is not None:
-                self.contexts.release(reserved)
+                await self.contexts.release(reserved)
 
     async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""

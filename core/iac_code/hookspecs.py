@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         PartDecoderSpec,
         PushQueueSpec,
         RouterSpec,
+        StateBackendSpec,
         ToolSpec,
         TransportSpec,
     )
@@ -65,6 +66,18 @@ def iac_code_transports() -> list[TransportSpec]:
 
     :return: transport records; each ``create(kernel)`` returns a server that
         frames requests and hands them to ``kernel.dispatcher``.
+    """
+
+
+@hookspec
+def iac_code_state_backends() -> list[StateBackendSpec]:
+    """Provide shared state backends (``task-store`` setting; ``local`` is the kernel's own).
+
+    Called once at start-up when ``task-store`` names a backend other than ``local``.
+
+    :return: backend records; ``create(kernel)`` returns a
+        :class:`~iac_code.cluster.StateBackend`: the task store every node shares, this
+        node's :class:`~iac_code.cluster.NodeLink`, and the shared push-config store.
     """
 
 

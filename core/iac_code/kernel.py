@@ -20,6 +20,7 @@ from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
 from iac_code.background import spawn
 from iac_code.card import CardService
+from iac_code.cluster import NodeLink, StateBackend
 from iac_code.config import ServerConfig
 from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import JsonRpcDispatcher
@@ -34,6 +35,7 @@ from iac_code.push_urls import PushUrlGuard
 from iac_code.records import InterfaceInfo, SigningKeySet, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
 from iac_code.storage import SnapshotWriter, sweep_temp_files
+from iac_code.task_events import LocalEventLog
 from iac_code.task_store import KernelTaskStore
 
 logger = logging.getLogger(__name__)
@@ -99,9 +101,13 @@ class Kernel:
         self.cards = CardService(config)
         self.state_dir = config.resolved_persistence_dir()
         self.writer = SnapshotWriter()
-        self.task_store = KernelTaskStore(self.state_dir, self.writer, cache_size=config.task_cache_size)
+        self.backend = self._state_backend()
+        self.link: NodeLink | None = self.backend.link if self.backend is not None else None
+        self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
+            self.state_dir, self.writer, cache_size=config.task_cache_size,
+            events=LocalEventLog(config.stream_resume_events, config.stream_resume_tasks))
         self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout,
-                                        cache_size=config.context_cache_size)
+                                        cache_size=config.context_cache_size, link=self.link)
         self.artifacts = ArtifactStore(config.resolved_artifact_dir())
         # The server's own files (config file, state, artifacts, audit log) are never input or a workspace.
         from iac_code import workspace
@@ -123,6 +129,18 @@ class Kernel:
 
         self.metrics = Metrics.create(config)  # None with metrics: false
         self.cards.set_signer(self._card_signer())
+
+    def _state_backend(self) -> StateBackend | None:
+        """The shared state backend ``task-store`` names (``None`` for ``local``), through the backend hook."""
+        name = self.config.task_store.strip().lower().replace("_", "-")
+        if name == "local":
+            return None
+        backends = self.plugins.state_backends()
+        if name not in backends:
+            known = ", ".join(["local", *sorted(backends)])
+            raise StartupError(f"Task store {name!r} is not installed (installed: {known}). "
+                               f"Install with: {install_hint(name)}")
+        return backends[name].record.create(self)
 
     def _card_signer(self) -> Any:
         """The configured card signer (``card-signer``) and its key set, through the signer hook."""
@@ -176,6 +194,7 @@ class Kernel:
             contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
             permissions=self.permissions if isinstance(self.executor, RuntimeExecutor) else None,
             max_active_turns_per_caller=self.config.max_active_turns_per_caller,
+            link=self.link,
             **push,
         )
         self.dispatcher = JsonRpcDispatcher(
@@ -214,6 +233,8 @@ class Kernel:
         swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
         if swept:
             logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
+        if self.link is not None:
+            await self.link.start()
         restored = self.task_store.restore()
         if restored:
             logger.info("Restored %d task snapshot(s)", restored)
@@ -239,6 +260,9 @@ class Kernel:
             await self._stop_servers()
             raise
         self._build_handler()
+        if self.link is not None:
+            assert self.request_handler is not None
+            await self.link.serve(self.request_handler)
         if self.metrics is not None:
             self.metrics.attach(self)
             port = getattr(self.config, "metrics_port", None)
@@ -257,7 +281,8 @@ class Kernel:
             if allowed:
                 logger.warning("push-allowed-hosts is set but push-notifications is off: it has no effect")
             return
-        self.push = PushService(self.config, self.plugins, self.state_dir, key_set=self.signing_keys)
+        self.push = PushService(self.config, self.plugins, self.state_dir, key_set=self.signing_keys,
+                                shared_store=self.backend.push_configs if self.backend is not None else None)
         issuer = self.interfaces[0].url if self.interfaces else "iac-code"
         await self.push.start(deliver=self.config.push_delivery == "server", issuer=issuer)
         if allowed:
@@ -289,6 +314,8 @@ class Kernel:
             await self.push.stop()
             self.push = None
         await self.contexts.stop()
+        if self.link is not None:
+            await self.link.stop()
         await self.task_store.close()
         await self.writer.close()
         from iac_code import tracing

@@ -27,6 +27,7 @@ from iac_code.records import (
     PartDecoderSpec,
     PushQueueSpec,
     RouterSpec,
+    StateBackendSpec,
     ToolSpec,
     TransportSpec,
     normalise_name,
@@ -49,6 +50,8 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
     "grpc-jsonrpc": "a2a-grpc",
     "redis-streams": "a2a-redis",
     "push-redis": "a2a-redis",
+    "redis": "a2a-redis",
+    "state-redis": "a2a-redis",
     "signing-jwks": "a2a-signing",
     "offline": "a2a",
     "runtime-offline": "a2a",
@@ -254,6 +257,9 @@ class Plugins:
         raise StartupError(
             f"Transport {key!r} is not installed (installed: {known}). Install with: {install_hint(key)}"
         )
+
+    def state_backends(self) -> dict[str, Provided[StateBackendSpec]]:
+        return self._by_name("iac_code_state_backends", StateBackendSpec, "State backend", lambda b: (b.name,))
 
     def push_queues(self) -> dict[str, Provided[PushQueueSpec]]:
         return self._by_name("iac_code_push_queues", PushQueueSpec, "Push queue", lambda q: (q.name,))

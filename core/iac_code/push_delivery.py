@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import inspect
 import logging
 import random
 import re
@@ -288,6 +289,8 @@ class PushDeliveryWorker:
 
     async def _attempt(self, job: PushJob, span: Any) -> None:
         config = self.store.read_for_delivery(job.owner, job.task_id, job.config_id)
+        if inspect.isawaitable(config):  # a shared store reads over the network
+            config = await config
         secrets = _secrets_of(config)
         try:
             self.guard.check_static(job.url)

@@ -20,6 +20,8 @@ from iac_code.push_jobs import PushQueue, QueueContext
 from iac_code.push_urls import PushUrlGuard
 
 if TYPE_CHECKING:
+    from a2a.server.tasks import PushNotificationConfigStore
+
     from iac_code.config import ServerConfig
     from iac_code.plugins import Plugins
     from iac_code.push_signing import NotificationSigner
@@ -38,17 +40,21 @@ class PushService:
     """The push parts of one process; :meth:`start` opens the queue (and the worker, when asked)."""
 
     def __init__(self, config: ServerConfig, plugins: Plugins, state_dir: Path, *,
-                 key_set: SigningKeySet | None = None) -> None:
+                 key_set: SigningKeySet | None = None,
+                 shared_store: Callable[[PushKeyring], PushNotificationConfigStore] | None = None) -> None:
         self.config = config
         self.state_dir = state_dir
         try:
             self.keyring = PushKeyring.load(state_dir)
         except PushSecretError as exc:
             raise StartupError(str(exc)) from None
-        self.store = EncryptedPushConfigStore(state_dir, self.keyring)
-        moved = self.store.import_legacy(state_dir)
-        if moved:
-            logger.info("Moved %d push configuration(s) to the encrypted store", moved)
+        if shared_store is not None:  # several nodes: the configs live in the shared state backend
+            self.store: Any = shared_store(self.keyring)
+        else:
+            self.store = EncryptedPushConfigStore(state_dir, self.keyring)
+            moved = self.store.import_legacy(state_dir)
+            if moved:
+                logger.info("Moved %d push configuration(s) to the encrypted store", moved)
         self.guard = PushUrlGuard(config.push_allowed_hosts)
         self.queue = _create_queue(config, plugins, QueueContext(config=config, codec=JobCipher(self.keyring),
                                                                  state_dir=state_dir))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from iac_code.cluster import StateBackend
     from iac_code.kernel import Kernel
     from iac_code.push_jobs import PushQueue, QueueContext
     from iac_code.runtime import AgentRuntime
@@ -105,6 +106,15 @@ class TransportSpec:
 
 
 # --------------------------------------------------------------------------- push queues
+
+
+@dataclass(frozen=True)
+class StateBackendSpec:
+    """A shared state backend selected by the ``task-store`` setting (several server nodes, one service)."""
+
+    name: str
+    create: Callable[[Kernel], StateBackend]
+    description: str = ""
 
 
 @dataclass(frozen=True)

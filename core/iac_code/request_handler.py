@@ -22,12 +22,15 @@ Two kernel additions:
 
 from __future__ import annotations
 
+import base64
 import contextvars
+import dataclasses
 import re
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
+from a2a.server.cluster import VersionedEvent
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -45,6 +48,8 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
+    A2AError,
+    InternalError,
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -54,6 +59,7 @@ from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
+from iac_code.cluster import NODE_UNAVAILABLE, NodeLink, NodeUnavailableError
 from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
@@ -76,7 +82,7 @@ from iac_code.permissions import (
 )
 from iac_code.push_configs import EncryptedPushConfigStore
 from iac_code.push_sender import QueueingPushSender
-from iac_code.task_store import KernelTaskStore
+from iac_code.task_events import resume_after, stamp, stamped_copy, version_number
 from iac_code.turns import (
     STOP_STATES,
     TERMINAL_STATES,
@@ -84,6 +90,7 @@ from iac_code.turns import (
     Turn,
     TurnEngine,
     acknowledges,
+    events_after,
     first_event,
     until_stop,
 )
@@ -108,6 +115,33 @@ def _limit_history(view: dict[str, Any], params: GetTaskRequest | ListTasksReque
         if len(view["history"]) > keep:
             return {**view, "history": view["history"][-keep:]}
     return view
+
+
+def _replayed(entry: VersionedEvent) -> Any:
+    """A logged event as it is streamed again: a copy carrying its seq."""
+    event = type(entry.event)()
+    event.CopyFrom(entry.event)
+    stamp(event, version_number(entry.version))
+    return event
+
+
+_ERRORS_BY_CODE: dict[int, type[A2AError]] = {
+    -32602: InvalidParamsError, -32001: TaskNotFoundError, -32002: TaskNotCancelableError,
+    -32004: UnsupportedOperationError, -32603: InternalError,
+}
+
+
+def _code_of(error: A2AError) -> int:
+    for code, kind in _ERRORS_BY_CODE.items():
+        if type(error) is kind:
+            return code
+    return -32603
+
+
+def _a2a_error(error: dict[str, Any]) -> A2AError:
+    """The A2A error another node answered with, as the same error here."""
+    kind = _ERRORS_BY_CODE.get(int(error.get("code", -32603)), InternalError)
+    return kind(message=str(error.get("message") or ""))
 
 
 def _task_id_of(item: Any) -> str:
@@ -168,8 +202,10 @@ class KernelRequestHandler(DefaultRequestHandler):
     def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
                  contexts: ContextRegistry | None = None, permissions: PermissionBroker | None = None,
                  max_active_turns_per_caller: int = 0, push_guard: PushUrlGuard | None = None,
-                 **kwargs: Any) -> None:
+                 link: NodeLink | None = None, forward_timeout: float = 30.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._link = link
+        self._forward_timeout = forward_timeout
         self._push_guard = push_guard
         self.turn_ends_in_input_required = turn_ends_in_input_required
         self._contexts = contexts
@@ -180,10 +216,10 @@ class KernelRequestHandler(DefaultRequestHandler):
 
     async def _settle(self, item: Any, context: ServerCallContext) -> None:
         """Wait until the task state ``item`` reports is durable (before it leaves the process)."""
-        store = self.task_store
+        settle = getattr(self.task_store, "settle", None)
         task_id = _task_id_of(item)
-        if task_id and isinstance(store, KernelTaskStore):
-            await store.settle((task_id,), context)
+        if task_id and settle is not None:
+            await settle((task_id,), context)
         if task_id and isinstance(self._push_sender, QueueingPushSender):
             await self._push_sender.flushed(task_id)
 
@@ -228,7 +264,7 @@ class KernelRequestHandler(DefaultRequestHandler):
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
         if self._contexts is not None and isinstance(turn_input, TurnInput) and turn_input.error is None:
-            context.state[CONTEXT_STATE_KEY] = self._contexts.reserve(
+            context.state[CONTEXT_STATE_KEY] = await self._contexts.reserve(
                 resolve_user_scope(context), request.context_id or "", turn_input.cwd, turn_input.channel,
                 request.task_id or "")
         config = params.configuration
@@ -244,7 +280,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         except BaseException:
             reserved = context.state.pop(CONTEXT_STATE_KEY, None)
             if reserved is not None and self._contexts is not None:
-                self._contexts.release(reserved)
+                await self._contexts.release(reserved)
             raise
 
     def _permission_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
@@ -268,6 +304,10 @@ class KernelRequestHandler(DefaultRequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         immediately = params.configuration.return_immediately
         answer = self._permission_answer(params, context)
+        if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
+            result = await self._answer_elsewhere(answer, context, immediately)
+            await self._settle(result, context)
+            return apply_history_length(result, params.configuration) if isinstance(result, Task) else result
         if answer is not None:
             turn = await self._paused_turn(answer, context)
             self._permissions.resolve(answer)  # type: ignore[union-attr]
@@ -290,9 +330,13 @@ class KernelRequestHandler(DefaultRequestHandler):
         subscription = Subscription(ends_at_stop=self.turn_ends_in_input_required)
         snapshot: Task | None = None
         answer = self._permission_answer(params, context)
+        if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
+            async for event in self._stream_answer_elsewhere(answer, context, params):
+                yield event
+            return
         if answer is not None:
             turn = await self._paused_turn(answer, context)
-            snapshot = await turn.attach(subscription)
+            snapshot, _ = await turn.attach(subscription)
             try:
                 self._permissions.resolve(answer)  # type: ignore[union-attr]
             except BaseException:
@@ -327,7 +371,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         _require_id(params)
         validate_history_length(params)
         store = self.task_store
-        if not isinstance(store, KernelTaskStore):
+        if not hasattr(store, "get_view"):
             return message_to_json(await self.on_get_task(params, context))
         view = await store.get_view(params.id, context)
         if view is None:
@@ -380,7 +424,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         if params.HasField("page_size"):
             validate_page_size(params.page_size)
         store = self.task_store
-        if not isinstance(store, KernelTaskStore):
+        if not hasattr(store, "list_view"):
             return message_to_json(await self.on_list_tasks(params, context), always_print_fields_with_no_presence=True)
         result = await store.list_view(params, context)
         tasks = []
@@ -402,6 +446,11 @@ class KernelRequestHandler(DefaultRequestHandler):
             canceled = await self.engine.cancel(turn, context)
             await self._settle(canceled, context)
             return canceled
+        if self._link is not None:
+            node = await self._link.runner(resolve_user_scope(context), task.context_id, task.id)
+            if node is not None and node != self._link.node_id:
+                reply = await self._forward(node, "cancel", {"owner": resolve_user_scope(context), "taskId": task.id})
+                return Task.FromString(base64.b64decode(reply["task"]))
         if self.turn_ends_in_input_required:
             raise TaskNotCancelableError  # the turn is over: nothing is running
         canceled = Task()
@@ -415,13 +464,34 @@ class KernelRequestHandler(DefaultRequestHandler):
                 task_id=canceled.id, context_id=canceled.context_id, status=canceled.status))
         return canceled
 
+    async def _stored(self, task_id: str, context: ServerCallContext) -> tuple[Task, int] | None:
+        """The task with its version (the seq of its latest stream event; 0 for a store without versions)."""
+        reader = getattr(self.task_store, "get_versioned", None)
+        if reader is None:
+            task = await self.task_store.get(task_id, context)
+            return (task, 0) if task is not None else None
+        stored = await reader(task_id, context)
+        return (stored.task, version_number(stored.version)) if stored is not None else None
+
     async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
                                    context: ServerCallContext) -> AsyncGenerator[Any, None]:
         _require_id(params)
-        task = await self.task_store.get(params.id, context)
-        if task is None:
+        after = resume_after(context)
+        stored = await self._stored(params.id, context)
+        if stored is None:
             raise TaskNotFoundError
+        task, version = stored
         turn = self.engine.running(params.id)
+        if turn is None and self._link is not None and task.status.state not in TERMINAL_STATES:
+            node = await self._link.runner(resolve_user_scope(context), task.context_id, task.id)
+            if node is not None and node != self._link.node_id:
+                async for event in self._follow_elsewhere(task, version, after, context):
+                    yield event
+                return
+        if after is not None:
+            async for event in self._resume(params.id, after, turn, task, version, context):
+                yield event
+            return
         if self.turn_ends_in_input_required and (turn is None or task.status.state in TERMINAL_STATES):
             raise TaskNotFoundError(message=f"Task {params.id} is not active")
         if task.status.state in TERMINAL_STATES:
@@ -430,10 +500,10 @@ class KernelRequestHandler(DefaultRequestHandler):
         iac_turn = self.turn_ends_in_input_required
         subscription = Subscription(follow_next_turn=not iac_turn, ends_at_stop=iac_turn)
         if turn is not None:
-            current = await turn.attach(subscription)
+            current, _ = await turn.attach(subscription)
         else:
             self.engine.park(params.id, subscription)
-            current = task
+            current = stamped_copy(task, version)
         try:
             if current is not None:
                 await self._settle(current, context)
@@ -448,6 +518,159 @@ class KernelRequestHandler(DefaultRequestHandler):
             if turn is not None:
                 turn.detach(subscription)
             self.engine.unpark(params.id, subscription)
+
+    async def _resume(self, task_id: str, after: int, turn: Turn | None, task: Task, version: int,
+                      context: ServerCallContext) -> AsyncGenerator[Any, None]:
+        """SubscribeToTask after event ``after``: exactly the events since, then the live ones.
+
+        When the missed events are no longer all retained the stream starts from the
+        task snapshot instead, as a new subscription does. A turn that is over has no
+        live events: its stream ends after the missed ones (none: an empty stream).
+        """
+        iac_turn = self.turn_ends_in_input_required
+        subscription = Subscription(follow_next_turn=not iac_turn, ends_at_stop=iac_turn)
+        if turn is not None:
+            current, replay = await turn.attach(subscription, after)
+        else:
+            current = stamped_copy(task, version)
+            replay = await events_after(self.task_store, task_id, after, version, context)
+            if not iac_turn and task.status.state not in TERMINAL_STATES:
+                self.engine.park(task_id, subscription)
+        resting = current is None or current.status.state in (STOP_STATES if iac_turn else TERMINAL_STATES)
+        live = (turn is not None and not resting) or (not iac_turn and not resting)
+        try:
+            items: list[Any] = [current] if replay is None else [_replayed(e) for e in replay]
+            for item in items:
+                if acknowledges(item):
+                    await self._settle(item, context)
+                yield item
+                state = item.status.state if isinstance(item, Task | TaskStatusUpdateEvent) else None
+                if (iac_turn and state in STOP_STATES) or state in TERMINAL_STATES:
+                    return
+            if not live:
+                return
+            async for event in subscription.events():
+                if acknowledges(event):
+                    await self._settle(event, context)
+                yield event
+        finally:
+            if turn is not None:
+                turn.detach(subscription)
+            self.engine.unpark(task_id, subscription)
+
+    # ------------------------------------------------------------------ several nodes (iac_code.cluster)
+
+    async def _forward(self, node: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Run ``op`` on the node running the turn; its A2A error comes back as the same error."""
+        assert self._link is not None
+        try:
+            reply = await self._link.call(node, op, payload, self._forward_timeout)
+        except NodeUnavailableError:
+            raise InternalError(message=NODE_UNAVAILABLE) from None
+        error = reply.get("error")
+        if isinstance(error, dict):
+            raise _a2a_error(error)
+        return reply
+
+    async def _follow_elsewhere(self, task: Task, version: int, after: int | None,
+                                context: ServerCallContext) -> AsyncGenerator[Any, None]:
+        """SubscribeToTask to a turn running on another node: its event log, pushed from Redis.
+
+        Without ``after`` (or when the missed events are no longer retained) the stream
+        opens with the task snapshot and follows from its version; it ends where a
+        subscription on the running node would (the turn's next stop, or a terminal state).
+        """
+        assert self._link is not None
+        replay = None
+        if after is not None:
+            replay = await events_after(self.task_store, task.id, after, version, context)
+        start = version
+        if replay is None:
+            yield stamped_copy(task, version)
+            if task.status.state in STOP_STATES and self.turn_ends_in_input_required:
+                return
+        else:
+            start = after if after is not None else version
+        async for item in self._follow_log(task.id, start):
+            if acknowledges(item):
+                await self._settle(item, context)
+            yield item
+            state = item.status.state if isinstance(item, Task | TaskStatusUpdateEvent) else None
+            if (self.turn_ends_in_input_required and state in STOP_STATES) or state in TERMINAL_STATES:
+                return
+
+    async def _follow_log(self, task_id: str, after: int) -> AsyncGenerator[Any, None]:
+        assert self._link is not None
+        stream = self._link.follow(task_id, after)
+        try:
+            async for entry in stream:
+                yield _replayed(entry)
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def _answer_elsewhere(self, answer: Answer, context: ServerCallContext, immediately: bool) -> Task | Message:
+        """A permission answer for a turn paused on another node: forwarded, then awaited in the task's log."""
+        task, version, node = await self._paused_elsewhere(answer, context)
+        pick = acknowledgement(answer.input_id)
+        await self._forward(node, "answer", {"owner": resolve_user_scope(context), "answer": dataclasses.asdict(answer)})
+        async for event in self._follow_log(task.id, version):
+            if immediately:
+                ack = pick(event, task)
+                if ack is not None:
+                    return ack
+                continue
+            state = event.status.state if isinstance(event, Task | TaskStatusUpdateEvent) else None
+            if state in STOP_STATES:
+                break
+        stored = await self._stored(task.id, context)
+        if stored is None:
+            raise TaskNotFoundError
+        return stored[0]
+
+    async def _stream_answer_elsewhere(self, answer: Answer, context: ServerCallContext,
+                                       params: SendMessageRequest) -> AsyncGenerator[Any, None]:
+        """Streamed answer to a turn paused elsewhere: the paused task, then the continuation to the next stop."""
+        task, version, node = await self._paused_elsewhere(answer, context)
+        await self._forward(node, "answer", {"owner": resolve_user_scope(context), "answer": dataclasses.asdict(answer)})
+        yield apply_history_length(stamped_copy(task, version), params.configuration)
+        async for event in self._follow_log(task.id, version):
+            if acknowledges(event):
+                await self._settle(event, context)
+            yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
+            state = event.status.state if isinstance(event, Task | TaskStatusUpdateEvent) else None
+            if state in STOP_STATES:
+                return
+
+    async def _paused_elsewhere(self, answer: Answer, context: ServerCallContext) -> tuple[Task, int, str]:
+        assert self._link is not None
+        stored = await self._stored(answer.task_id, context)
+        if stored is None:
+            raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
+        task, version = stored
+        node = await self._link.runner(resolve_user_scope(context), task.context_id, task.id)
+        if node is None or node == self._link.node_id:
+            raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
+        return task, version, node
+
+    async def on_control(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """A call another node forwarded for a turn running here (:class:`iac_code.cluster.ControlHandler`)."""
+        try:
+            task_id = str(payload.get("taskId") or payload.get("answer", {}).get("task_id") or "")
+            turn = self.engine.running(task_id)
+            if turn is None or turn.owner != payload.get("owner"):
+                if op == "answer":
+                    raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
+                raise TaskNotCancelableError
+            if op == "cancel":
+                canceled = await self.engine.cancel(turn, turn.call_context)
+                await self._settle(canceled, turn.call_context)
+                return {"task": base64.b64encode(canceled.SerializeToString()).decode()}
+            if op == "answer" and self._permissions is not None:
+                self._permissions.resolve(Answer(**payload["answer"]))
+                return {}
+            raise UnsupportedOperationError(message=f"Unknown node call {op!r}")
+        except A2AError as exc:
+            return {"error": {"code": _code_of(exc), "message": exc.message}}
 
     async def aclose(self) -> None:
         await self.engine.aclose()

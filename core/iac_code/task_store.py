@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from a2a.server.cluster import ConcurrentTaskModificationError, StoredTask, TaskVersion, VersionedEvent
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import TaskStore
@@ -46,6 +47,7 @@ from iac_code.storage import (
     private_dir,
     sync_filesystem,
 )
+from iac_code.task_events import Event, LocalEventLog, version_number
 from iac_code.task_index import Query, Row, TaskIndex
 
 logger = logging.getLogger(__name__)
@@ -73,7 +75,8 @@ def _row(owner: str, task: Task) -> Row:
 @dataclass(slots=True)
 class _Entry:
     task: Task
-    seq: int
+    seq: int  # the journal's (store-wide) sequence number of this state
+    version: int = 0  # the task's own write counter: the seq of its stream events (iac_code.task_events)
     view: dict[str, Any] | None = None
 
     def as_view(self) -> dict[str, Any]:
@@ -85,15 +88,15 @@ class _Entry:
 class _Document:
     """A task's on-disk document, built once (in a writer thread) for the journal and the snapshot."""
 
-    __slots__ = ("owner", "task", "seq", "_document")
+    __slots__ = ("owner", "task", "seq", "version", "_document")
 
-    def __init__(self, owner: str, task: Task, seq: int) -> None:
-        self.owner, self.task, self.seq = owner, task, seq
+    def __init__(self, owner: str, task: Task, seq: int, version: int) -> None:
+        self.owner, self.task, self.seq, self.version = owner, task, seq, version
         self._document: dict[str, Any] | None = None
 
     def __call__(self) -> dict[str, Any]:
         if self._document is None:
-            self._document = _snapshot(self.owner, self.task, self.seq)
+            self._document = _snapshot(self.owner, self.task, self.seq, self.version)
         return self._document
 
 
@@ -142,7 +145,8 @@ class KernelTaskStore(TaskStore):
     """Owner-scoped task store: journal + snapshots on disk, an index and a bounded cache in memory."""
 
     def __init__(self, directory: Path | None = None, writer: SnapshotWriter | None = None, *,
-                 cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+                 cache_size: int = DEFAULT_CACHE_SIZE, events: LocalEventLog | None = None) -> None:
+        self.events = events if events is not None else LocalEventLog()
         self._index = TaskIndex(private_dir(directory) if directory is not None else None)
         # Tasks whose snapshot is written (evictable, least recently used first) and tasks whose
         # snapshot is not yet written (kept until it is: their file would be stale).
@@ -164,16 +168,52 @@ class KernelTaskStore(TaskStore):
     # ------------------------------------------------------------------ TaskStore
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        self._put(resolve_user_scope(context), task)
+        await self.save_event(task, None, context)
 
-    def _put(self, owner: str, task: Task, *, persist: bool = True, seq: int | None = None) -> None:
+    async def save_event(self, task: Task, event: Event | None, context: ServerCallContext,
+                   prev_version: TaskVersion | None = None) -> TaskVersion:
+        """Store ``task`` as its next version and log ``event`` (``None``: a write with no event) under it.
+
+        With ``prev_version`` the write is refused (``ConcurrentTaskModificationError``) unless the
+        stored task is still at that version, as a2a-sdk's ``VersionedTaskStore`` does.
+        """
+        owner = resolve_user_scope(context)
+        current = self._entry(owner, task.id)
+        version = current.version if current is not None else 0
+        if prev_version is not None and version_number(prev_version) != version:
+            raise ConcurrentTaskModificationError(task.id)
+        self._put(owner, task, version=version + 1)
+        if isinstance(event, Task):  # the TaskManager goes on changing the task it was given
+            logged = Task()
+            logged.CopyFrom(event)
+            event = logged
+        self.events.append(owner, task.id, version + 1, event)
+        return TaskVersion(version + 1)
+
+    async def get_versioned(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        """The task with its version (the seq of its latest stream event), or ``None``."""
+        entry = self._entry(resolve_user_scope(context), task_id)
+        if entry is None:
+            return None
+        copy = Task()
+        copy.CopyFrom(entry.task)
+        return StoredTask(copy, TaskVersion(entry.version))
+
+    async def events_after(self, task_id: str, after: int, context: ServerCallContext) -> list[VersionedEvent] | None:
+        """The logged events of the task after version ``after``; ``None`` when not all are retained."""
+        owner = resolve_user_scope(context)
+        entry = self._entry(owner, task_id)
+        return self.events.since(owner, task_id, after, entry.version if entry is not None else 0)
+
+    def _put(self, owner: str, task: Task, *, persist: bool = True, seq: int | None = None,
+             version: int = 0) -> None:
         stored = Task()
         stored.CopyFrom(task)
         self._index.put(_row(owner, stored))
         slot = (owner, stored.id)
         if seq is None:
             seq = self._journal.next_seq() if self._journal is not None else 0
-        entry = _Entry(stored, seq)
+        entry = _Entry(stored, seq, version)
         if not persist or self._writer is None or self._dir is None:
             self._cache[slot] = entry  # without a disk the cache is the store
             self._cache.move_to_end(slot)
@@ -182,7 +222,7 @@ class KernelTaskStore(TaskStore):
         self._cache.pop(slot, None)
         self._dirty[slot] = entry
         self._dirty_keys[key] = slot
-        document = _Document(owner, stored, seq)
+        document = _Document(owner, stored, seq, version)
         if self._journal is not None:
             self._journal.record(slot, document)
         self._writer.put(self._dir, key, document)
@@ -246,6 +286,7 @@ class KernelTaskStore(TaskStore):
         self._index.remove(owner, task_id)
         self._cache.pop((owner, task_id), None)
         self._dirty.pop((owner, task_id), None)
+        self.events.drop(owner, task_id)
         if self._writer is not None and self._dir is not None:
             if self._journal is not None:
                 seq = self._journal.next_seq()
@@ -369,11 +410,13 @@ class KernelTaskStore(TaskStore):
         if task is None or task.id != task_id:
             logger.warning("Skipping unreadable task snapshot in %s", self._dir.path.name)
             return 0
-        interrupted = task.status.state in RUNNING_STATES or _paused_for_permission(task)
+        interrupted = is_interrupted(task)
+        version = _version_of(document) + (1 if interrupted else 0)
         if interrupted:
-            _mark_interrupted(task)
+            mark_interrupted(task)
         if interrupted or rewrite:  # keeps its seq: later changes are numbered above every restored one
-            self._dir.write(file_key(owner, task_id), _snapshot(owner, task, _seq_of(document)), sync_dir=False)
+            self._dir.write(file_key(owner, task_id), _snapshot(owner, task, _seq_of(document), version),
+                            sync_dir=False)
             self._rewrote = True
         self._index.put(_row(owner, task))
         return 1
@@ -406,6 +449,11 @@ def _seq_of(document: dict[str, Any]) -> int:
     return seq if isinstance(seq, int) else 0
 
 
+def _version_of(document: dict[str, Any]) -> int:
+    version = document.get("version")
+    return version if isinstance(version, int) else 0
+
+
 def _decode(document: dict[str, Any]) -> Task | None:
     try:
         return Task.FromString(base64.b64decode(document["task"], validate=True))
@@ -413,7 +461,7 @@ def _decode(document: dict[str, Any]) -> Task | None:
         return None
 
 
-def _load(directory: JsonDirectory, owner: str, task_id: str) -> tuple[Task, int] | None:
+def _load(directory: JsonDirectory, owner: str, task_id: str) -> tuple[Task, int, int] | None:
     document = directory.read(file_key(owner, task_id))
     if document is None or _slot_of(document) != (owner, task_id):
         return None
@@ -421,18 +469,24 @@ def _load(directory: JsonDirectory, owner: str, task_id: str) -> tuple[Task, int
     if task is None or task.id != task_id:
         logger.warning("Skipping unreadable task snapshot in %s", directory.path.name)
         return None
-    return task, _seq_of(document)
+    return task, _seq_of(document), _version_of(document)
 
 
-def _snapshot(owner: str, task: Task, seq: int) -> dict[str, Any]:
+def _snapshot(owner: str, task: Task, seq: int, version: int) -> dict[str, Any]:
     """The on-disk form: readable identity and state, plus the exact task as base64 protobuf.
 
     Protobuf (not MessageToDict) because converting every task to JSON in the
     writer took CPU from request handling; the fields beside it keep the files
     inspectable with ``jq``.
     """
-    return {"format": SNAPSHOT_FORMAT, "seq": seq, "owner": owner, "taskId": task.id, "contextId": task.context_id,
+    return {"format": SNAPSHOT_FORMAT, "seq": seq, "version": version, "owner": owner, "taskId": task.id,
+            "contextId": task.context_id,
             "state": TaskState.Name(task.status.state), "task": base64.b64encode(task.SerializeToString()).decode()}
+
+
+def is_interrupted(task: Task) -> bool:
+    """Whether ``task`` was cut mid-turn when its server stopped: running, or paused for an answer."""
+    return task.status.state in RUNNING_STATES or _paused_for_permission(task)
 
 
 def _paused_for_permission(task: Task) -> bool:
@@ -445,7 +499,8 @@ def _paused_for_permission(task: Task) -> bool:
     return pending is not None and pending.bool_value
 
 
-def _mark_interrupted(task: Task) -> None:
+def mark_interrupted(task: Task) -> None:
+    """Make ``task`` FAILED "Task interrupted" (its turn died with its server)."""
     if task.status.HasField("message"):
         task.history.append(task.status.message)
     task.status.Clear()

@@ -12,6 +12,7 @@ Nothing here mocks the network: the server is the same one ``iac-code a2a`` runs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shutil
@@ -92,6 +93,16 @@ def send_message_body(text: str, *, message_id: str = "msg-1", request_id: str |
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"message": message}}
 
 
+async def next_sse_data(content: Any, timeout: float = 30.0) -> dict[str, Any]:
+    """The next SSE event's ``data:`` JSON from an aiohttp ``StreamReader`` (``id:`` and comment lines skipped)."""
+    while True:
+        line = (await asyncio.wait_for(content.readline(), timeout)).decode()
+        if not line:
+            raise EOFError("the event stream ended")
+        if line.startswith("data:"):
+            return json.loads(line[5:].strip())  # type: ignore[no-any-return]
+
+
 def parse_sse(body: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Split an SSE body into its ``data:`` JSON payloads and its other lines."""
     events: list[dict[str, Any]] = []
@@ -100,7 +111,7 @@ def parse_sse(body: str) -> tuple[list[dict[str, Any]], list[str]]:
         for line in frame.split("\n"):
             if line.startswith("data: "):
                 events.append(json.loads(line[6:]))
-            elif line:
+            elif line and not line.startswith("id: "):  # event ids: see iac_code.task_events
                 other.append(line)
     return events, other
 

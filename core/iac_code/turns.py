@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.cluster import TaskVersion, VersionedEvent
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.owner_resolver import resolve_user_scope
@@ -42,6 +43,7 @@ from a2a.utils.errors import (
 
 from iac_code import tracing
 from iac_code.background import spawn
+from iac_code.task_events import stamp, stamped_copy, version_number
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +161,53 @@ class Subscription:
                 return
 
 
+class _TurnWrites(TaskStore):
+    """The store as one turn's ``TaskManager`` sees it: versioned writes that log the turn's events.
+
+    Each write must find the task at the version this turn last read or wrote, so a
+    turn whose task was taken over meanwhile (a survivor marked it interrupted, a
+    node that lost its lease) cannot overwrite it.
+    """
+
+    def __init__(self, store: TaskStore, turn: Turn) -> None:
+        self._store = store
+        self._turn = turn
+        self._versioned = hasattr(store, "save_event")
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        if not self._versioned:
+            await self._store.save(task, context)
+            return
+        turn = self._turn
+        version = await self._store.save_event(  # type: ignore[attr-defined]
+            task, turn.logging, context, prev_version=TaskVersion(turn.version))
+        turn.version = version_number(version)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if not self._versioned:
+            return await self._store.get(task_id, context)
+        stored = await self._store.get_versioned(task_id, context)  # type: ignore[attr-defined]
+        if stored is None:
+            return None
+        self._turn.version = version_number(stored.version)
+        return stored.task
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        await self._store.delete(task_id, context)
+
+    async def list(self, params: Any, context: ServerCallContext) -> Any:
+        return await self._store.list(params, context)
+
+
+async def events_after(store: TaskStore, task_id: str, after: int, current: int,
+                       context: ServerCallContext) -> list[VersionedEvent] | None:
+    """The store's logged events of a task after ``after`` (``None``: not all retained, or no log)."""
+    if after >= current:
+        return []
+    reader = getattr(store, "events_after", None)
+    return await reader(task_id, after, context) if reader is not None else None
+
+
 class TurnEventQueue(EventQueue):
     """The ``EventQueue`` handed to the executor: events are applied as they arrive."""
 
@@ -178,7 +227,10 @@ class Turn:
         self.task_id = request.task_id or ""
         self.context_id = request.context_id or ""
         self.request = request
-        self.manager = TaskManager(engine.store, call_context, self.task_id, self.context_id,
+        self.call_context = call_context
+        self.version = 0  # the task's version this turn last read or wrote (iac_code.task_events)
+        self.logging: Event | None = None  # the event the store write in progress records
+        self.manager = TaskManager(_TurnWrites(engine.store, self), call_context, self.task_id, self.context_id,
                                    request.message if existing is None else None)
         self.queue = TurnEventQueue(self)
         self.subscribers: list[Subscription] = []
@@ -248,7 +300,9 @@ class Turn:
             if state in TERMINAL_STATES:
                 self._finished = True
             await self._push(task, event)
-            self._publish(_copy(task) if isinstance(event, Task) else event)
+            published = _copy(task) if isinstance(event, Task) else event
+            stamp(published, self.version)
+            self._publish(published)
             if state == TaskState.TASK_STATE_FAILED:
                 self._failed_task = _copy(task)  # an executor exception may still follow
             self._resolve(event, task)
@@ -264,7 +318,7 @@ class Turn:
         if self._follow_up:
             if message is not None:  # always appended: clients may reuse message ids across turns
                 task = await manager.ensure_task_id(self.task_id, self.context_id)
-                await self._save(manager.update_with_message(message, task))
+                await self._save(manager.update_with_message(message, task), logged=False)
             if isinstance(event, Task):
                 logger.error("Task %s already exists. Ignoring task replacement.", self.task_id)
             else:
@@ -286,8 +340,10 @@ class Turn:
             raise InternalError(message=f"Task {self.task_id} was not saved")
         return task
 
-    async def _save(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> None:
+    async def _save(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent, *,
+                    logged: bool = True) -> None:
         """``TaskManager.save_task_event``; its complaints are about the agent's events, in our words."""
+        self.logging = event if logged else None
         try:
             await self.manager.save_task_event(event)
         except InvalidAgentResponseError as exc:
@@ -296,6 +352,8 @@ class Turn:
         except InvalidParamsError as exc:
             logger.error("Agent event rejected on task %s: %s", self.task_id, exc.message)
             raise InvalidAgentResponseError(EVENT_MISMATCH) from None
+        finally:
+            self.logging = None
 
     async def _push(self, task: Task, event: Event) -> None:
         sender = self.engine.push_sender
@@ -338,8 +396,9 @@ class Turn:
             status.timestamp.FromDatetime(datetime.now(UTC))
             event = TaskStatusUpdateEvent(task_id=self.task_id, context_id=task.context_id or self.context_id,
                                           status=status)
-            await self.manager.save_task_event(event)
+            await self.logged_save(event)
             self._finished = True
+            stamp(event, self.version)
             self._publish(event)
 
     async def _finish(self, error: BaseException | None) -> None:
@@ -369,12 +428,25 @@ class Turn:
             self.engine.release(self)
         self.done.set()
 
-    async def attach(self, subscription: Subscription) -> Task | None:
-        """Subscribe and return the task as it is at that moment (atomically)."""
+    async def logged_save(self, event: TaskStatusUpdateEvent) -> None:
+        """Save a status change the kernel itself makes (failed, canceled), recorded in the task's log."""
+        self.logging = event
+        try:
+            await self.manager.save_task_event(event)
+        finally:
+            self.logging = None
+
+    async def attach(self, subscription: Subscription, after: int | None = None) -> tuple[Task | None, Any]:
+        """Subscribe; return the task at that moment (stamped with its version) and, with ``after``,
+        the logged events since that version (``None`` when they are no longer all retained)."""
         async with self.lock:
             task = await self.manager.get_task()
             self.subscribers.append(subscription)
-            return _copy(task) if task is not None else None
+            replay = None
+            if after is not None:
+                replay = await events_after(self.engine.store, self.task_id, after, self.version,
+                                            self.call_context)
+            return (stamped_copy(task, self.version) if task is not None else None), replay
 
     def detach(self, subscription: Subscription) -> None:
         if subscription in self.subscribers:
@@ -472,8 +544,8 @@ class TurnEngine:
         if task.status.state not in TERMINAL_STATES:
             status = TaskStatus(state=TaskState.TASK_STATE_CANCELED)
             status.timestamp.FromDatetime(datetime.now(UTC))
-            await turn.manager.save_task_event(TaskStatusUpdateEvent(
-                task_id=turn.task_id, context_id=task.context_id, status=status))
+            await turn.logged_save(TaskStatusUpdateEvent(task_id=turn.task_id, context_id=task.context_id,
+                                                         status=status))
             task = await turn.manager.get_task() or task
         return _copy(task)
 

@@ -37,6 +37,7 @@ from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
 from iac_code.dispatcher import CallInfo
 from iac_code.records import InterfaceInfo
 from iac_code.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestReply, RestRoute, error_reply
+from iac_code.task_events import seq_of
 from iac_code_transport_http.limits import (
     CLIENT_ERRORS,
     ConnectionLimits,
@@ -143,13 +144,20 @@ def _rpc_error(code: int, message: str) -> bytes:
     return _dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
+def _event_id(result: Any) -> bytes:
+    """The SSE ``id:`` line of a stream event: its seq, which ``Last-Event-ID`` resumes after."""
+    seq = seq_of(result) if isinstance(result, dict) else None
+    return b"id: " + seq.encode() + b"\r\n" if seq is not None else b""
+
+
 def _rpc_frame(frame: dict[str, Any]) -> bytes:
-    return b"data: " + _dumps(frame) + b"\r\n\r\n"
+    return _event_id(frame.get("result")) + b"data: " + _dumps(frame) + b"\r\n\r\n"
 
 
 def _rest_frame(event: tuple[str, dict[str, Any]]) -> bytes:
     name, data = event
-    return (f"event: {name}\r\n".encode() if name else b"") + b"data: " + _dumps(data) + b"\r\n\r\n"
+    return ((f"event: {name}\r\n".encode() if name else b"") + _event_id(data) + b"data: " + _dumps(data)
+            + b"\r\n\r\n")
 
 
 def _rest_response(reply: RestReply, headers: dict[str, str] | None = None) -> web.Response:
