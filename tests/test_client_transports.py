@@ -279,12 +279,12 @@ async def test_redis_streams_credentials_from_the_url_or_the_option(tmp_path: Pa
     import logging
     import secrets
 
-    from iac_code.testing import _free_port, start_redis_server
+    from iac_code.testing import free_port, start_redis_server
 
     caplog.set_level(logging.DEBUG)
     monkeypatch.chdir(tmp_path)
     password = "pw-" + secrets.token_hex(8)
-    port = _free_port()
+    port = free_port()
     process = start_redis_server(port, tmp_path / "redis", appendonly=False, password=password)
     settings = {"transport": ["http", "redis-streams"], "redis-url": f"redis://:{password}@127.0.0.1:{port}/0",
                 "request-stream": "cli:req", "response-stream": "cli:resp", "consumer-group": "cli:group"}

@@ -27,6 +27,7 @@ from iac_code.records import (
     PartDecoderSpec,
     PushQueueSpec,
     RouterSpec,
+    StateBackendSpec,
     ToolSpec,
     TransportSpec,
 )
@@ -72,6 +73,13 @@ class EveryHookPlugin:
     @hookimpl
     def iac_code_push_queues(self) -> list[PushQueueSpec]:
         return [PushQueueSpec(name="memory-test", create=lambda kernel: object())]  # type: ignore[arg-type,return-value]
+
+    @hookimpl
+    def iac_code_state_backends(self) -> list[StateBackendSpec]:
+        def refuse(kernel: Any) -> Any:
+            raise StartupError("test-state has no backend")
+
+        return [StateBackendSpec(name="test-state", create=refuse)]
 
     @hookimpl
     def iac_code_card_signers(self) -> list[CardSignerSpec]:
@@ -128,6 +136,7 @@ def test_every_hook_is_collected() -> None:
     assert "test-router" in plugins.routers()
     assert "test-runtime" in plugins.agent_runtimes() and "offline" in plugins.agent_runtimes()
     assert "test-tool" in plugins.tools()
+    assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
     assert [p.record for p in plugins.config_models() if p.plugin == "every-hook"] == [LoopbackConfig]
     info = {i.name: i for i in plugins.infos()}["every-hook"]
@@ -230,3 +239,10 @@ def test_without_the_offline_runtime_the_error_names_the_extra() -> None:
 
     with pytest.raises(StartupError, match=r"Agent runtime 'offline' is not installed .*pip install 'iac-code\[a2a\]'"):
         make_kernel({"disabled-plugins": ["runtime-offline"]})
+
+
+def test_a_state_backend_failing_to_start_is_a_startup_error() -> None:
+    with pytest.raises(StartupError, match="test-state has no backend"):
+        make_kernel({"task-store": "test-state"}, extra_plugins={"every-hook": EveryHookPlugin()})
+    with pytest.raises(StartupError, match=r"Task store 'nosuch' is not installed \(installed: local, redis"):
+        make_kernel({"task-store": "nosuch"})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a.server.cluster import VersionedEvent
@@ -69,7 +69,7 @@ class NodeLink(ABC):
 
     @abstractmethod
     async def stop(self) -> None:
-        """Leave cleanly (leases this node still holds are released)."""
+        """Leave cleanly (leases this node still holds are released) and close the connection."""
 
     @abstractmethod
     async def lease(self, owner: str, context_id: str, task_id: str) -> Lease:
@@ -107,4 +107,3 @@ class StateBackend:
     task_store: TaskStore
     link: NodeLink
     push_configs: Callable[[PushKeyring], PushNotificationConfigStore] | None = None
-    closers: list[Callable[[], Any]] = field(default_factory=list)

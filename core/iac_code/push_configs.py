@@ -68,7 +68,8 @@ def id_stem(value: str) -> str:
     return "a2aid~" + base64.urlsafe_b64encode(value.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def _check_id(value: str) -> None:
+def check_config_id(value: str) -> None:
+    """Push-config and task ids follow the A2A id rule (``-32602`` otherwise)."""
     if not _ID.fullmatch(value):
         raise InvalidParamsError(message=INVALID_ID)
 
@@ -158,8 +159,8 @@ class EncryptedPushConfigStore(PushNotificationConfigStore):
     async def set_info(self, task_id: str, notification_config: TaskPushNotificationConfig,
                        context: ServerCallContext) -> TaskPushNotificationConfig | None:
         config = normalize_push_notification_config(task_id, notification_config)
-        _check_id(config.task_id)
-        _check_id(config.id)
+        check_config_id(config.task_id)
+        check_config_id(config.id)
         if not config.url:  # nothing to deliver to: not stored (the product's behaviour)
             return config
         owner = resolve_user_scope(context)

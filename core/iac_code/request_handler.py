@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import contextvars
 import dataclasses
+import logging
 import re
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
@@ -80,9 +81,9 @@ from iac_code.permissions import (
     permission_answer_part,
     validate_answer,
 )
-from iac_code.push_configs import EncryptedPushConfigStore
 from iac_code.push_sender import QueueingPushSender
 from iac_code.task_events import resume_after, stamp, stamped_copy, version_number
+from iac_code.task_store import interruption, is_interrupted
 from iac_code.turns import (
     STOP_STATES,
     TERMINAL_STATES,
@@ -98,6 +99,8 @@ from iac_code.workspace import WorkspaceError, resolve_workspace
 
 if TYPE_CHECKING:
     from iac_code.push_urls import PushUrlGuard
+
+logger = logging.getLogger(__name__)
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 # The push URL this call already screened (one DNS look-up per CreateTaskPushNotificationConfig).
@@ -405,7 +408,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         if await self.task_store.get(params.task_id, context) is None:  # before the capability check
             raise TaskNotFoundError
         store = self._push_config_store
-        if not isinstance(store, EncryptedPushConfigStore) or not self._agent_card.capabilities.push_notifications:
+        if not hasattr(store, "list_page") or not self._agent_card.capabilities.push_notifications:
             return await super().on_list_task_push_notification_configs(params, context)
         if params.page_size < 0:
             raise InvalidParamsError(message="pageSize must not be negative")
@@ -673,5 +676,21 @@ class KernelRequestHandler(DefaultRequestHandler):
             return {"error": {"code": _code_of(exc), "message": exc.message}}
 
     async def aclose(self) -> None:
+        running = list(self.engine.turns())
         await self.engine.aclose()
+        if self._link is not None:  # no restart of this node will find them: mark them now, for every node
+            for turn in running:
+                await self._interrupt(turn)
         await super().aclose()
+
+    async def _interrupt(self, turn: Turn) -> None:
+        """Mark the task of a turn cut by this node's shutdown FAILED "Task interrupted"."""
+        try:
+            stored = await self.task_store.get_versioned(turn.task_id, turn.call_context)
+            if stored is None or not is_interrupted(stored.task):
+                return
+            task, event = interruption(stored.task)
+            await self.task_store.save_event(task, event, turn.call_context, prev_version=stored.version)
+        except Exception as exc:  # the shared store is unreachable: the task keeps its last state
+            logger.warning("Could not mark task %s interrupted at shutdown: %s", turn.task_id, type(exc).__name__)
+

@@ -33,7 +33,16 @@ from a2a.server.cluster import ConcurrentTaskModificationError, StoredTask, Task
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import TaskStore
-from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Message, Part, Role, Task, TaskState
+from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.errors import InternalError, InvalidParamsError
 
 from iac_code.journal import Journal, JournalError
@@ -62,13 +71,14 @@ RUNNING_STATES = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE
 SortKey = tuple[bool, int, str]
 
 
-def _sort_key(task: Task) -> SortKey:
+def sort_key(task: Task) -> SortKey:
+    """ListTasks order (descending): has a status timestamp, the timestamp in ns, the task id."""
     has_timestamp = task.status.HasField("timestamp")
     return has_timestamp, task.status.timestamp.ToNanoseconds() if has_timestamp else 0, task.id
 
 
 def _row(owner: str, task: Task) -> Row:
-    has_timestamp, timestamp, _ = _sort_key(task)
+    has_timestamp, timestamp, _ = sort_key(task)
     return Row(owner, task.id, task.context_id, task.status.state, has_timestamp, timestamp)
 
 
@@ -497,6 +507,16 @@ def _paused_for_permission(task: Task) -> bool:
     permission = iac_code.struct_value.fields.get("permission") if iac_code is not None else None
     pending = permission.struct_value.fields.get("pending") if permission is not None else None
     return pending is not None and pending.bool_value
+
+
+def interruption(task: Task) -> tuple[Task, TaskStatusUpdateEvent]:
+    """A copy of ``task`` marked interrupted, and the status update that says so (for its event log)."""
+    marked = Task()
+    marked.CopyFrom(task)
+    mark_interrupted(marked)
+    event = TaskStatusUpdateEvent(task_id=marked.id, context_id=marked.context_id, status=marked.status)
+    event.metadata.update({"iac_code": {"interrupted": True}})
+    return marked, event
 
 
 def mark_interrupted(task: Task) -> None:

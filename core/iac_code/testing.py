@@ -180,7 +180,7 @@ def _redis_pings(port: int, password: str = "", timeout: float = 0.5) -> bool:
         client.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -249,7 +249,7 @@ def redis_url() -> str:
     from pathlib import Path
 
     directory = Path(tempfile.mkdtemp(prefix="iac-code-redis-"))
-    port = _free_port()
+    port = free_port()
     try:
         process = start_redis_server(port, directory, appendonly=False)
     except RuntimeError as exc:

@@ -471,6 +471,10 @@ class TurnEngine:
     def running(self, task_id: str) -> Turn | None:
         return self._turns.get(task_id)
 
+    def turns(self) -> list[Turn]:
+        """The turns running now."""
+        return list(self._turns.values())
+
     def active(self) -> int:
         """How many turns are running (the ``turns_active`` gauge reads this at scrape time)."""
         return len(self._turns)

@@ -29,7 +29,7 @@ from iac_code.dispatcher import CallInfo
 from iac_code.errors import StartupError
 from iac_code.testing import (
     RunningServer,
-    _free_port,
+    free_port,
     permission_envelope,
     redis_url,
     send_message_body,
@@ -316,7 +316,7 @@ async def test_request_entries_are_deleted_and_response_streams_capped(prefix: s
 async def test_no_password_in_card_logs_or_errors(prefix: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     password = "pw-" + secrets.token_hex(8)
-    port = _free_port()
+    port = free_port()
     process = start_redis_server(port, tmp_path / "redis", appendonly=False, password=password)
     url = f"redis://:{password}@127.0.0.1:{port}/0"
     try:

@@ -1,0 +1,100 @@
+"""Plugin registration: the ``redis`` state backend (``task-store: redis``) and its configuration keys.
+
+``redis`` is imported only when the backend is created, so the plugin loads (and
+its keys validate) without the optional dependency installed.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from iac_code.errors import StartupError
+from iac_code.hookspecs import hookimpl
+from iac_code.records import StateBackendSpec
+
+if TYPE_CHECKING:
+    from iac_code.cluster import StateBackend
+    from iac_code.kernel import Kernel
+
+BACKEND_NAME = "redis"
+MISSING_DEPENDENCIES = "task-store: redis requires optional dependencies. Install iac-code[a2a-redis]."
+MISSING_URL = "task-store-redis-url is required in --config for task-store: redis."
+
+
+class RedisStateConfig(BaseModel):
+    """Keys the Redis state backend adds to the configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_store_redis_url: str = Field(
+        "", description="Redis URL of the shared state (redis://, rediss:// or unix://; may hold a password, "
+                        "which is never logged). Required when task-store is redis.")
+    task_store_key_prefix: str = Field(
+        "iac-code:a2a:", min_length=1, description="Prefix of every key the shared state uses in Redis.")
+    task_store_finished_ttl: float = Field(
+        0.0, ge=0, description="Seconds a finished task (completed, failed, canceled, rejected) is kept; 0 keeps it.")
+    node_id: str = Field(
+        "", description="This node's id in the cluster (default: <hostname>-<pid>-<8 hex>). Unique per process.")
+    node_lease_seconds: float = Field(
+        10.0, ge=0.5, description="Heartbeat and context-lease expiry: how long a dead node's turns stay WORKING "
+                                  "before a survivor marks them interrupted.")
+
+
+def redis_location(url: str) -> str:
+    """What may be logged of a Redis URL: ``host:port`` or the socket path, never credentials."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme == "unix":
+            return parts.path or "unix socket"
+        host = parts.hostname or "localhost"
+        return f"{host}:{parts.port or 6379}"
+    except ValueError:
+        return "redis"
+
+
+def create_backend(kernel: Kernel) -> StateBackend:
+    """The shared task store, this node's link and the push-config store, on one Redis client."""
+    config: Any = kernel.config
+    url = str(getattr(config, "task_store_redis_url", "") or "").strip()
+    if not url:
+        raise StartupError(MISSING_URL)
+    try:
+        import redis.asyncio as redis
+    except ImportError:
+        raise StartupError(MISSING_DEPENDENCIES) from None
+    from iac_code.cluster import StateBackend
+    from iac_code_state_redis.events import RedisTaskEventStream
+    from iac_code_state_redis.keys import Keys
+    from iac_code_state_redis.nodes import RedisNodeLink
+    from iac_code_state_redis.push_configs import RedisPushConfigStore
+    from iac_code_state_redis.store import RedisTaskStore
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+    except ValueError:
+        raise StartupError(f"task-store-redis-url is not a Redis URL ({redis_location(url)}).") from None
+    keys = Keys(config.task_store_key_prefix)
+    store = RedisTaskStore(client, keys, retained_events=config.stream_resume_events,
+                           finished_ttl=config.task_store_finished_ttl)
+    events = RedisTaskEventStream(client, keys)
+    link = RedisNodeLink(client, keys, store, events, node_id=config.node_id,
+                         lease_seconds=config.node_lease_seconds, location=redis_location(url))
+    return StateBackend(task_store=store, link=link,
+                        push_configs=lambda keyring: RedisPushConfigStore(client, keys, keyring))
+
+
+@hookimpl
+def iac_code_state_backends() -> list[StateBackendSpec]:
+    return [StateBackendSpec(
+        name=BACKEND_NAME,
+        create=create_backend,
+        description="Tasks, contexts and push configs in Redis: several server nodes serving one service.",
+    )]
+
+
+@hookimpl
+def iac_code_config_model() -> type[BaseModel]:
+    return RedisStateConfig
