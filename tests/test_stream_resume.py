@@ -8,9 +8,12 @@ the turn ended.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from iac_code.testing import (
     A2A_HEADERS,
@@ -30,8 +33,6 @@ async def _sse(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
         assert response.status == 200
         text = await response.text()
     events: list[tuple[str | None, dict[str, Any]]] = []
-    import json
-
     for frame in text.replace("\r\n", "\n").split("\n\n"):
         event_id, data = None, None
         for line in frame.split("\n"):
@@ -86,7 +87,9 @@ async def test_a_reconnecting_subscriber_gets_exactly_the_missed_events() -> Non
         assert [frame["result"] for _, frame in whole] == [frame["result"] for _, frame in events]
 
 
-async def test_the_continuation_of_an_answered_turn_is_replayed_after_the_turn_ended() -> None:
+async def test_the_continuation_of_an_answered_turn_is_replayed_after_the_turn_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the answered turn writes its template into the workspace
     async with start_server() as server, aiohttp.ClientSession() as http:
         events = await _sse(http, server.url, send_message_body(PROMPT, method="SendStreamingMessage"))
         result = events[-1][1]["result"]
