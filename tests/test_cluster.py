@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import redis.asyncio as redis
 
 from iac_code.testing import (
@@ -326,8 +327,12 @@ async def test_redis_down_is_a_clear_error_and_acknowledged_state_survives_it(tm
         server.wait()
 
 
-async def test_push_notifications_are_shared_and_sent_once(tmp_path: Path) -> None:
-    """Configs stored through one node, turns on others, one Redis Streams queue: each event pushed once."""
+@pytest.mark.parametrize("delivery", ["server", "external"])
+async def test_push_notifications_are_shared_and_sent_once(tmp_path: Path, delivery: str) -> None:
+    """Configs stored through one node, turns on others, one Redis Streams queue: each event pushed once.
+
+    ``external``: the nodes only enqueue; one ``iac-code a2a push-worker`` delivers.
+    """
     from cryptography.fernet import Fernet
 
     from tests.test_push_delivery import receiver
@@ -338,11 +343,12 @@ async def test_push_notifications_are_shared_and_sent_once(tmp_path: Path) -> No
         return {"push-notifications": True, "push-allowed-hosts": ["127.0.0.1"], "push-queue": "redis-streams",
                 "push-redis-url": redis_url(), "push-stream": f"{prefix}push", "push-retry-key": f"{prefix}retry",
                 "push-dead-stream": f"{prefix}dead", "push-consumer-group": f"{prefix}group",
-                "push-retry-base-delay": 0.05, "push-retry-max-delay": 0.2}
+                "push-retry-base-delay": 0.05, "push-retry-max-delay": 0.2, "push-delivery": delivery}
 
     token = "push-token-" + uuid.uuid4().hex
     async with receiver() as hook, cluster(tmp_path, extra=push, env={"IAC_CODE_A2A_PUSH_KEYRING": keyring}) as nodes, \
             aiohttp.ClientSession() as http:
+        worker = await _push_worker(tmp_path / "node-0.yml", keyring) if delivery == "external" else None
         body = send_message_body(PROMPT, message_id="m-push", contextId="ctx-push")
         body["params"]["configuration"] = {"taskPushNotificationConfig": {"url": hook.url, "token": token, "id": "c1"}}
         task = (await rpc(http, nodes[0], body))["result"]["task"]
@@ -367,6 +373,22 @@ async def test_push_notifications_are_shared_and_sent_once(tmp_path: Path) -> No
             assert found == []
         finally:
             await client.aclose()
+            if worker is not None:
+                worker.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(worker.wait(), 30)
+
+
+async def _push_worker(config: Path, keyring: str) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        IAC_CODE, "a2a", "push-worker", "--config", str(config), env={**os.environ, "IAC_CODE_A2A_PUSH_KEYRING": keyring},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    assert proc.stderr is not None
+    while True:
+        line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+        assert line, "push worker exited early"
+        if "push worker delivering" in line:
+            asyncio.get_running_loop().create_task(_drain(proc))
+            return proc
 
 
 async def test_a2a_sdk_clients_on_different_nodes(tmp_path: Path) -> None:

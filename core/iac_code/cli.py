@@ -158,7 +158,8 @@ def push_worker(config_path: str, debug: bool) -> None:
             raise StartupError("push-notifications is off in this configuration: there is nothing to deliver.")
         from iac_code.push_service import PushService
 
-        service = PushService(config, plugins, config.resolved_persistence_dir())
+        service = PushService(config, plugins, config.resolved_persistence_dir(),
+                              shared_store=_shared_push_configs(config, plugins))
 
         async def work(stop: asyncio.Event) -> None:
             from iac_code import tracing
@@ -175,6 +176,20 @@ def push_worker(config_path: str, debug: bool) -> None:
         _run(work)
     except StartupError as exc:
         _fail(str(exc))
+
+
+def _shared_push_configs(config: Any, plugins: Any) -> Any:
+    """The shared push-config store factory of ``task-store`` (``None`` for ``local``)."""
+    name = config.task_store.strip().lower().replace("_", "-")
+    if name == "local":
+        return None
+    backend = plugins.state_backends().get(name)
+    if backend is None or backend.record.push_configs is None:
+        from iac_code.plugins import install_hint
+
+        raise StartupError(f"Task store {name!r} is not installed or has no push configurations. "
+                           f"Install with: {install_hint(name)}")
+    return backend.record.push_configs(config)
 
 
 @a2a.command("push-key-rotate")

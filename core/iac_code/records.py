@@ -110,11 +110,16 @@ class TransportSpec:
 
 @dataclass(frozen=True)
 class StateBackendSpec:
-    """A shared state backend selected by the ``task-store`` setting (several server nodes, one service)."""
+    """A shared state backend selected by the ``task-store`` setting (several server nodes, one service).
+
+    ``push_configs(config)`` gives the shared push-config store factory alone, for
+    processes that are not server nodes (``iac-code a2a push-worker``).
+    """
 
     name: str
     create: Callable[[Kernel], StateBackend]
     description: str = ""
+    push_configs: Callable[[Any], Callable[[Any], Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,11 @@ from iac_code.hookspecs import hookimpl
 from iac_code.records import StateBackendSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from iac_code.cluster import StateBackend
     from iac_code.kernel import Kernel
+    from iac_code.push_crypto import PushKeyring
 
 BACKEND_NAME = "redis"
 MISSING_DEPENDENCIES = "task-store: redis requires optional dependencies. Install iac-code[a2a-redis]."
@@ -55,9 +58,8 @@ def redis_location(url: str) -> str:
         return "redis"
 
 
-def create_backend(kernel: Kernel) -> StateBackend:
-    """The shared task store, this node's link and the push-config store, on one Redis client."""
-    config: Any = kernel.config
+def _client(config: Any) -> Any:
+    """The Redis client of ``task-store-redis-url`` (not connected yet)."""
     url = str(getattr(config, "task_store_redis_url", "") or "").strip()
     if not url:
         raise StartupError(MISSING_URL)
@@ -65,6 +67,26 @@ def create_backend(kernel: Kernel) -> StateBackend:
         import redis.asyncio as redis
     except ImportError:
         raise StartupError(MISSING_DEPENDENCIES) from None
+    try:
+        return redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+    except ValueError:
+        raise StartupError(f"task-store-redis-url is not a Redis URL ({redis_location(url)}).") from None
+
+
+def push_configs(config: Any) -> Callable[[PushKeyring], Any]:
+    """The shared push-config store alone (``iac-code a2a push-worker``)."""
+    from iac_code_state_redis.keys import Keys
+    from iac_code_state_redis.push_configs import RedisPushConfigStore
+
+    client, keys = _client(config), Keys(config.task_store_key_prefix)
+    return lambda keyring: RedisPushConfigStore(client, keys, keyring)
+
+
+def create_backend(kernel: Kernel) -> StateBackend:
+    """The shared task store, this node's link and the push-config store, on one Redis client."""
+    config: Any = kernel.config
+    client = _client(config)
+    url = str(config.task_store_redis_url).strip()
     from iac_code.cluster import StateBackend
     from iac_code_state_redis.events import RedisTaskEventStream
     from iac_code_state_redis.keys import Keys
@@ -72,10 +94,6 @@ def create_backend(kernel: Kernel) -> StateBackend:
     from iac_code_state_redis.push_configs import RedisPushConfigStore
     from iac_code_state_redis.store import RedisTaskStore
 
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
-    except ValueError:
-        raise StartupError(f"task-store-redis-url is not a Redis URL ({redis_location(url)}).") from None
     keys = Keys(config.task_store_key_prefix)
     store = RedisTaskStore(client, keys, retained_events=config.stream_resume_events,
                            finished_ttl=config.task_store_finished_ttl)
@@ -91,6 +109,7 @@ def iac_code_state_backends() -> list[StateBackendSpec]:
     return [StateBackendSpec(
         name=BACKEND_NAME,
         create=create_backend,
+        push_configs=push_configs,
         description="Tasks, contexts and push configs in Redis: several server nodes serving one service.",
     )]
 
