@@ -208,6 +208,22 @@ async def test_three_nodes_serve_one_service(tmp_path: Path) -> None:
         replayed = await sse(http, nodes[1], method("SubscribeToTask", id=task_id), {"Last-Event-ID": str(ids[-1])})
         assert [e for e in replayed] == new[:len(replayed)] and len(replayed) >= 1
 
+        # returnImmediately through node 1 for a turn paused on node 0: the acknowledgement at once.
+        target = (await rpc(http, nodes[0], send_message_body(PROMPT, message_id="m-ack",
+                                                               contextId="ctx-ack")))["result"]["task"]
+        envelope = permission_envelope(target)
+        assert envelope is not None
+        body = permission_answer_body(envelope, message_id="a-ack")
+        body["params"]["configuration"] = {"returnImmediately": True}
+        ack = (await rpc(http, nodes[1], body))["result"]["message"]
+        assert ack["taskId"] == target["id"] and ack["parts"][0]["data"]["kind"] == "permission_ack"
+
+        async def answered() -> bool:
+            seen = (await rpc(http, nodes[2], method("GetTask", id=target["id"])))["result"]
+            return permission_envelope(seen) is None and seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+        await until(answered)
+
         # Cancel on node 1 a turn paused on node 0.
         target = (await rpc(http, nodes[0], send_message_body(PROMPT, message_id="m-cancel",
                                                                contextId="ctx-cancel")))["result"]["task"]

@@ -27,7 +27,7 @@ import contextvars
 import dataclasses
 import logging
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
@@ -93,6 +93,7 @@ from iac_code.turns import (
     acknowledges,
     events_after,
     first_event,
+    state_of,
     until_stop,
 )
 from iac_code.workspace import WorkspaceError, resolve_workspace
@@ -351,9 +352,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         try:
             if snapshot is not None:  # the paused task, then the continuation up to the next stop
                 yield apply_history_length(snapshot, params.configuration)
-            async for event in subscription.events():
-                if acknowledges(event):
-                    await self._settle(event, context)
+            async for event in self._settled(subscription.events(), context):
                 yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
         finally:
             turn.detach(subscription)
@@ -513,9 +512,7 @@ class KernelRequestHandler(DefaultRequestHandler):
                 yield current
                 if iac_turn and current.status.state in STOP_STATES:
                     return  # paused for a permission answer: the stream of this turn ends here
-            async for event in subscription.events():
-                if acknowledges(event):
-                    await self._settle(event, context)
+            async for event in self._settled(subscription.events(), context):
                 yield event
         finally:
             if turn is not None:
@@ -547,14 +544,11 @@ class KernelRequestHandler(DefaultRequestHandler):
                 if acknowledges(item):
                     await self._settle(item, context)
                 yield item
-                state = item.status.state if isinstance(item, Task | TaskStatusUpdateEvent) else None
-                if (iac_turn and state in STOP_STATES) or state in TERMINAL_STATES:
+                if self._ends(item):
                     return
             if not live:
                 return
-            async for event in subscription.events():
-                if acknowledges(event):
-                    await self._settle(event, context)
+            async for event in self._settled(subscription.events(), context):
                 yield event
         finally:
             if turn is not None:
@@ -594,13 +588,25 @@ class KernelRequestHandler(DefaultRequestHandler):
                 return
         else:
             start = after if after is not None else version
-        async for item in self._follow_log(task.id, start):
-            if acknowledges(item):
-                await self._settle(item, context)
+        async for item in self._settled(self._follow_log(task.id, start), context):
             yield item
-            state = item.status.state if isinstance(item, Task | TaskStatusUpdateEvent) else None
-            if (self.turn_ends_in_input_required and state in STOP_STATES) or state in TERMINAL_STATES:
+            if self._ends(item):
                 return
+
+    def _ends(self, item: Any) -> bool:
+        """Whether a subscription ends after ``item``: iac-code turns at a stop, SDK executors at a terminal state."""
+        state = state_of(item)
+        return (self.turn_ends_in_input_required and state in STOP_STATES) or state in TERMINAL_STATES
+
+    async def _settled(self, events: AsyncIterator[Any], context: ServerCallContext) -> AsyncGenerator[Any, None]:
+        """The events, each one that acknowledges a state only once that state is durable."""
+        async for event in events:
+            if acknowledges(event):
+                await self._settle(event, context)
+            yield event
+
+    async def _forward_answer(self, node: str, answer: Answer, context: ServerCallContext) -> None:
+        await self._forward(node, "answer", {"owner": resolve_user_scope(context), "answer": dataclasses.asdict(answer)})
 
     async def _follow_log(self, task_id: str, after: int) -> AsyncGenerator[Any, None]:
         assert self._link is not None
@@ -615,15 +621,16 @@ class KernelRequestHandler(DefaultRequestHandler):
         """A permission answer for a turn paused on another node: forwarded, then awaited in the task's log."""
         task, version, node = await self._paused_elsewhere(answer, context)
         pick = acknowledgement(answer.input_id)
-        await self._forward(node, "answer", {"owner": resolve_user_scope(context), "answer": dataclasses.asdict(answer)})
+        await self._forward_answer(node, answer, context)
         async for event in self._follow_log(task.id, version):
+            state = state_of(event)
             if immediately:
                 ack = pick(event, task)
                 if ack is not None:
                     return ack
-                continue
-            state = event.status.state if isinstance(event, Task | TaskStatusUpdateEvent) else None
-            if state in STOP_STATES:
+                if state in TERMINAL_STATES:  # the turn ended (interrupted, say) without acknowledging
+                    break
+            elif state in STOP_STATES:
                 break
         stored = await self._stored(task.id, context)
         if stored is None:
@@ -634,14 +641,11 @@ class KernelRequestHandler(DefaultRequestHandler):
                                        params: SendMessageRequest) -> AsyncGenerator[Any, None]:
         """Streamed answer to a turn paused elsewhere: the paused task, then the continuation to the next stop."""
         task, version, node = await self._paused_elsewhere(answer, context)
-        await self._forward(node, "answer", {"owner": resolve_user_scope(context), "answer": dataclasses.asdict(answer)})
+        await self._forward_answer(node, answer, context)
         yield apply_history_length(stamped_copy(task, version), params.configuration)
-        async for event in self._follow_log(task.id, version):
-            if acknowledges(event):
-                await self._settle(event, context)
+        async for event in self._settled(self._follow_log(task.id, version), context):
             yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
-            state = event.status.state if isinstance(event, Task | TaskStatusUpdateEvent) else None
-            if state in STOP_STATES:
+            if state_of(event) in STOP_STATES:
                 return
 
     async def _paused_elsewhere(self, answer: Answer, context: ServerCallContext) -> tuple[Task, int, str]:

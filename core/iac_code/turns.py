@@ -94,7 +94,8 @@ def _observe(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def _state_of(event: Any) -> int | None:
+def state_of(event: Any) -> int | None:
+    """The task state an event reports (tasks and status updates), else ``None``."""
     if isinstance(event, Task | TaskStatusUpdateEvent):
         return event.status.state
     return None
@@ -154,7 +155,7 @@ class Subscription:
             if isinstance(item, _Failure):
                 raise _public_error(item.error)
             yield item
-            state = _state_of(item)
+            state = state_of(item)
             if self.ends_at_stop and state in STOP_STATES:
                 return
             if self.follow_next_turn and state in TERMINAL_STATES:
