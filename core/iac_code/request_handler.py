@@ -584,10 +584,12 @@ class KernelRequestHandler(DefaultRequestHandler):
         start = version
         if replay is None:
             yield stamped_copy(task, version)
-            if task.status.state in STOP_STATES and self.turn_ends_in_input_required:
+            if self._ends(task):
                 return
         else:
             start = after if after is not None else version
+            if not replay and self._ends(task):
+                return  # nothing missed and the turn is at a stop: where the original stream ended
         async for item in self._settled(self._follow_log(task.id, start), context):
             yield item
             if self._ends(item):
