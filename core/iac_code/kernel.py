@@ -181,7 +181,7 @@ class Kernel:
         if self.push is not None:
             self._push_sender = QueueingPushSender(
                 self.push.store, self.push.queue, self.push.guard, events=self.config.push_events,
-                settle=lambda _task_id: self.task_store.sync())
+                settle=getattr(self.task_store, "settle_task", lambda _task_id: self.task_store.sync()))
             push = {"push_config_store": self.push.store, "push_sender": self._push_sender,
                     "push_guard": self.push.guard}
         self.request_handler = handler_class(

@@ -17,11 +17,13 @@ writes fail with :data:`iac_code.task_store.NOT_STORED`, reads with
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -34,6 +36,7 @@ from a2a.utils.errors import InternalError
 from a2a.utils.proto_utils import to_stream_response
 from redis.exceptions import RedisError
 
+from iac_code.background import spawn
 from iac_code.jsonio import message_to_json
 from iac_code.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, version_number
 from iac_code.task_store import DEFAULT_PAGE_SIZE, NOT_STORED, PageTokens, SortKey, sort_key
@@ -49,8 +52,9 @@ PLACEMENT_CACHE_SIZE = 4096
 MAX_ATTEMPTS = 8
 
 # KEYS: task, events, finished, 4 new index sets, 4 index sets of the stored placement (as the caller guessed it).
-# ARGV: owner, ctx, state, member, doc, event, expected version ('' = none), maxlen, finished (1/0), now ms,
-#       task id, guessed stored ctx, guessed stored state.
+# ARGV: owner, ctx, state, member, doc (the task after the last event), event count n, expected version
+#       ('' = none), maxlen, finished (1/0), now ms, task id, guessed stored ctx, guessed stored state,
+#       then the n events (empty: a write with no event), logged as versions v+1 .. v+n.
 # Replies: {'ok', v} | {'conflict', v} | {'owner'} | {'moved', ctx, state} (guess wrong: call again with these).
 _WRITE = """
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'v', 'm', 'ctx', 'state')
@@ -59,8 +63,11 @@ if cur[1] and cur[1] ~= ARGV[1] then return {'owner'} end
 if ARGV[7] ~= '' and tonumber(ARGV[7]) ~= v then return {'conflict', v} end
 if cur[1] and (cur[4] ~= ARGV[12] or cur[5] ~= ARGV[13]) then return {'moved', cur[4], cur[5]} end
 if not cur[1] then redis.call('DEL', KEYS[2]) end
-local nv = v + 1
-redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[8], nv .. '-1', 'e', ARGV[6])
+local n = tonumber(ARGV[6])
+for i = 1, n do
+  redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[8], (v + i) .. '-1', 'e', ARGV[13 + i])
+end
+local nv = v + n
 if cur[1] and cur[3] then
   for i = 8, 11 do redis.call('ZREM', KEYS[i], cur[3]) end
 end
@@ -91,6 +98,53 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
 redis.call('ZREM', KEYS[3], ARGV[4])
 return {'ok'}
 """
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One script call's worth of a task's writes: its state after them, and their events in order."""
+
+    owner: str
+    task_id: str
+    ctx: str
+    state: str
+    member: str
+    doc: bytes
+    finished: str
+    events: tuple[bytes, ...]
+
+    @classmethod
+    def of(cls, owner: str, task: Task, event: Event | None, expires: bool) -> _Write:
+        """Serialised now: the caller (a2a-sdk's TaskManager) goes on changing ``task``."""
+        return cls(owner, task.id, task.context_id, str(int(task.status.state)), index_member(sort_key(task)),
+                   task.SerializeToString(), "1" if expires and task.status.state in TERMINAL_STATES else "0",
+                   (to_stream_response(event).SerializeToString() if event is not None else b"",))
+
+    @classmethod
+    def merge(cls, group: list[_Write]) -> _Write:
+        last = group[-1]
+        if len(group) == 1:
+            return last
+        return cls(last.owner, last.task_id, last.ctx, last.state, last.member, last.doc, last.finished,
+                   tuple(e for w in group for e in w.events))
+
+
+@dataclass
+class _Queue:
+    """A turn's writes of one task not yet acknowledged by Redis (see ``RedisTaskStore.save_event``)."""
+
+    owner: str
+    confirmed: int  # the version Redis has acknowledged
+    last: int = -1  # the version the last queued write will get
+    pending: list[_Write] = field(default_factory=list)
+    flusher: asyncio.Task[None] | None = None
+    error: BaseException | None = None
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        if self.last < 0:
+            self.last = self.confirmed
+        self.idle.set()
 
 
 def index_member(key: SortKey) -> str:
@@ -136,6 +190,8 @@ class RedisTaskStore(TaskStore):
         self._tokens: PageTokens | None = None
         # Where each task was last seen in the index (context, state): a write names the index sets to leave.
         self._placement: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # Turns' writes on their way to Redis, per task (bounded by the tasks whose turns run here).
+        self._queues: dict[str, _Queue] = {}
 
     async def start(self) -> None:
         """Load the scripts and the page-token key every node shares (created by the first node)."""
@@ -170,37 +226,87 @@ class RedisTaskStore(TaskStore):
     # ------------------------------------------------------------------ writes
 
     async def write(self, owner: str, task: Task, event: Event | None, prev_version: TaskVersion | None) -> TaskVersion:
-        """Store ``task`` as its next version and log ``event`` under it, atomically (one script).
+        """Store ``task`` as its next version and log ``event`` under it, atomically (one script), now.
 
         Raises ``ConcurrentTaskModificationError`` when ``prev_version`` is given and the stored
         version differs, or when the id belongs to another owner's task.
         """
-        ctx, state = task.context_id, int(task.status.state)
-        member = index_member(sort_key(task))
-        doc = task.SerializeToString()
-        payload = to_stream_response(event).SerializeToString() if event is not None else b""
-        expected = str(version_number(prev_version)) if prev_version is not None else ""
-        finished = "1" if self.finished_ttl > 0 and task.status.state in TERMINAL_STATES else "0"
-        guess = self._placement.get(task.id, (ctx, str(state)))
-        keys = [self.keys.task(task.id), self.keys.events(task.id), self.keys.finished,
-                *self._index_keys(owner, ctx, state)]
+        await self._settled(task.id)
+        expected = version_number(prev_version) if prev_version is not None else None
+        return TaskVersion(await self._send(_Write.of(owner, task, event, self.finished_ttl > 0), expected))
+
+    async def _send(self, write: _Write, expected: int | None) -> int:
+        """One script call storing ``write`` (its events as the versions after ``expected``); the new version."""
+        keys = [self.keys.task(write.task_id), self.keys.events(write.task_id), self.keys.finished,
+                *self._index_keys(write.owner, write.ctx, int(write.state))]
+        guess = self._placement.get(write.task_id, (write.ctx, write.state))
         try:
             for _ in range(MAX_ATTEMPTS):
-                old = self._index_keys(owner, guess[0], int(guess[1]))
+                old = self._index_keys(write.owner, guess[0], int(guess[1]))
                 reply = await self._write_script(keys=[*keys, *old], args=[
-                    owner, ctx, state, member, doc, payload, expected, self.retained_events, finished,
-                    int(time.time() * 1000), task.id, guess[0], guess[1]])
+                    write.owner, write.ctx, write.state, write.member, write.doc, len(write.events),
+                    "" if expected is None else str(expected), self.retained_events, write.finished,
+                    int(time.time() * 1000), write.task_id, guess[0], guess[1], *write.events])
                 outcome = _text(reply[0])
                 if outcome == "ok":
-                    self._remember(task.id, ctx, str(state))
-                    return TaskVersion(int(reply[1]))
+                    self._remember(write.task_id, write.ctx, write.state)
+                    return int(reply[1])
                 if outcome != "moved":
-                    raise ConcurrentTaskModificationError(task.id)
+                    raise ConcurrentTaskModificationError(write.task_id)
                 guess = (_text(reply[1]), _text(reply[2]) or "0")
         except (RedisError, OSError) as exc:
-            logger.error("Could not store task %s in Redis: %s", task.id, type(exc).__name__)
+            logger.error("Could not store task %s in Redis: %s", write.task_id, type(exc).__name__)
             raise InternalError(message=NOT_STORED) from None
-        raise ConcurrentTaskModificationError(task.id)
+        raise ConcurrentTaskModificationError(write.task_id)
+
+    # ------------------------------------------------------------------ a turn's writes, in groups
+
+    def _enqueue(self, owner: str, task: Task, event: Event | None, prev: int) -> int:
+        """Queue a turn's write (versioned on ``prev``); one flusher per task sends what queued up at once."""
+        queue = self._queues.get(task.id)
+        if queue is None:
+            queue = self._queues[task.id] = _Queue(owner, confirmed=prev)
+        if queue.error is not None:
+            raise ConcurrentTaskModificationError(task.id)
+        if prev != queue.last:
+            raise ConcurrentTaskModificationError(task.id)
+        queue.pending.append(_Write.of(owner, task, event, self.finished_ttl > 0))
+        queue.last += 1
+        queue.idle.clear()
+        if queue.flusher is None:
+            queue.flusher = spawn(self._flush(task.id, queue), name=f"task-writes:{task.id}")
+        return queue.last
+
+    async def _flush(self, task_id: str, queue: _Queue) -> None:
+        """Send the queued writes of one task, each group in one script call, until none are left."""
+        try:
+            while queue.pending:
+                group, queue.pending = queue.pending, []
+                merged = _Write.merge(group)
+                queue.confirmed = await self._send(merged, queue.confirmed)
+        except (InternalError, ConcurrentTaskModificationError) as exc:
+            queue.error = exc
+            queue.pending.clear()
+        finally:
+            queue.flusher = None
+            queue.idle.set()
+            if self._queues.get(task_id) is queue and queue.error is None and not queue.pending:
+                del self._queues[task_id]
+
+    async def _settled(self, task_id: str) -> None:
+        """Wait until this node's queued writes of the task are in Redis; their failure raises ``NOT_STORED``."""
+        queue = self._queues.get(task_id)
+        if queue is None:
+            return
+        await queue.idle.wait()
+        if queue.error is not None:
+            if self._queues.get(task_id) is queue:
+                del self._queues[task_id]  # reported once: the next turn starts afresh
+            raise InternalError(message=NOT_STORED)
+
+    async def settle_task(self, task_id: str) -> None:
+        """Wait until every write of the task this node made is acknowledged by Redis."""
+        await self._settled(task_id)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self.write(resolve_user_scope(context), task, None, None)
@@ -210,12 +316,20 @@ class RedisTaskStore(TaskStore):
         """Store ``task`` as its next version and log ``event`` (``None``: a write with no event) under it.
 
         With ``prev_version`` the write is refused (``ConcurrentTaskModificationError``) unless the
-        stored task is still at that version, as a2a-sdk's ``VersionedTaskStore`` does.
+        stored task is still at that version, as a2a-sdk's ``VersionedTaskStore`` does. Such a
+        versioned write (a turn's) returns at once with its version and goes to Redis with the
+        writes queued behind it in one script call; :meth:`settle` waits for it, and the kernel
+        settles every state before a client hears of it (acknowledged means durable). A
+        refused or failed write fails the task's next write and its settle.
         """
-        return await self.write(resolve_user_scope(context), task, event, prev_version)
+        owner = resolve_user_scope(context)
+        if prev_version is None:
+            return await self.write(owner, task, event, None)
+        return TaskVersion(self._enqueue(owner, task, event, version_number(prev_version)))
 
     async def _remove(self, owner: str, task_id: str) -> bool:
         """Delete one task of ``owner`` with everything that belongs to it; whether it was there."""
+        await self._caught_up(task_id)
         try:
             stored = await self.client.hmget(self.keys.task(task_id), "owner", "ctx", "state")
             if stored[0] is None:
@@ -270,8 +384,19 @@ class RedisTaskStore(TaskStore):
 
     # ------------------------------------------------------------------ reads
 
+    async def _caught_up(self, task_id: str | None = None) -> None:
+        """Reads on this node see its own writes: wait for the queued ones (of one task, or all)."""
+        queues = [self._queues.get(task_id)] if task_id is not None else list(self._queues.values())
+        for queue in queues:
+            if queue is not None:
+                await queue.idle.wait()
+
     async def load(self, owner: str, task_id: str) -> StoredTask | None:
         """The task of ``owner`` with its version (read atomically), or ``None``."""
+        await self._caught_up(task_id)
+        queue = self._queues.get(task_id)
+        if queue is not None and queue.error is not None:
+            del self._queues[task_id]  # a fresh read is the next writer's baseline; Redis refuses stale ones
         try:
             doc, stored_owner, version, ctx, state = await self.client.hmget(
                 self.keys.task(task_id), "doc", "owner", "v", "ctx", "state")
@@ -294,6 +419,7 @@ class RedisTaskStore(TaskStore):
     async def events_after(self, task_id: str, after: int, context: ServerCallContext) -> list[VersionedEvent] | None:
         """The logged events of the task after version ``after``; ``None`` when not all are retained."""
         owner = resolve_user_scope(context)
+        await self._caught_up(task_id)
         try:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.hmget(self.keys.task(task_id), "owner", "v")
@@ -321,6 +447,7 @@ class RedisTaskStore(TaskStore):
         """One ListTasks page (up to ``size`` tasks after the cursor, newest first), its next token and the total."""
         owner = resolve_user_scope(context)
         tokens = await self._page_tokens()
+        await self._caught_up()
         size = params.page_size or DEFAULT_PAGE_SIZE
         key = self.keys.index(owner, params.context_id, params.status or None)
         low = "-"
@@ -364,10 +491,14 @@ class RedisTaskStore(TaskStore):
     # ------------------------------------------------------------------ durability and lifecycle
 
     async def settle(self, task_ids: Iterable[str], context: ServerCallContext) -> None:
-        """Nothing to wait for: a write returns only after Redis acknowledged it."""
+        """Wait until the tasks' writes made on this node are acknowledged by Redis (``NOT_STORED`` if not)."""
+        for task_id in task_ids:
+            await self._settled(task_id)
 
     async def sync(self) -> None:
-        """Nothing to wait for: a write returns only after Redis acknowledged it."""
+        """Wait until every write made on this node is acknowledged by Redis."""
+        for task_id in list(self._queues):
+            await self._settled(task_id)
 
     def restore(self) -> int:
         """Nothing to rebuild: the state lives in Redis (interrupted turns are the node reaper's job)."""

@@ -142,10 +142,18 @@ async def test_write_read_and_version_conflicts_across_nodes(env: Env) -> None:
 
     task.status.state = TaskState.TASK_STATE_INPUT_REQUIRED
     assert await b.save_event(task, status_event(task), ctx(), prev_version=TaskVersion(1)) == TaskVersion(2)
+    await b.settle(["t1"], ctx())
+    # A turn's versioned write is queued; a stale one is refused by Redis, which its settle reports,
+    # and the task is left as it was. A direct write says so at once.
+    stale = make_task("t1", text="stale")
+    assert await a.save_event(stale, status_event(stale), ctx(), prev_version=TaskVersion(1)) == TaskVersion(2)
+    with pytest.raises(InternalError):
+        await a.settle(["t1"], ctx())
+    assert (await b.get("t1", ctx())) == task
     with pytest.raises(ConcurrentTaskModificationError):
-        await a.save_event(task, status_event(task), ctx(), prev_version=TaskVersion(1))  # stale
+        await a.write("alice", task, None, TaskVersion(1))
     with pytest.raises(ConcurrentTaskModificationError):
-        await a.save_event(make_task("new"), None, ctx(), prev_version=TaskVersion(3))  # absent is version 0
+        await a.write("alice", make_task("new"), None, TaskVersion(3))  # absent is version 0
     assert await a.save_event(make_task("new"), None, ctx(), prev_version=TaskVersion.MISSING) == TaskVersion(1)
     await a.save(task, ctx())  # an unversioned write still takes the next version
     loaded = await a.load("alice", "t1")
