@@ -697,6 +697,7 @@ class KernelRequestHandler(DefaultRequestHandler):
                 return
             task, event = interruption(stored.task)
             await self.task_store.save_event(task, event, turn.call_context, prev_version=stored.version)
+            await self._settle(task, turn.call_context)
         except Exception as exc:  # the shared store is unreachable: the task keeps its last state
             logger.warning("Could not mark task %s interrupted at shutdown: %s", turn.task_id, type(exc).__name__)
 

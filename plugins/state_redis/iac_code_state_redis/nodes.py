@@ -153,6 +153,8 @@ class RedisNodeLink(NodeLink):
             with contextlib.suppress(BaseException):
                 await loop
         self._loops.clear()
+        with contextlib.suppress(InternalError):
+            await self._store.sync()  # the turns' last writes, before the connection closes
         with contextlib.suppress(redis.RedisError, OSError):
             held = await self._client.hkeys(self._keys.held(self.node_id))
             async with self._client.pipeline(transaction=True) as pipe:

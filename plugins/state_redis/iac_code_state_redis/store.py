@@ -18,6 +18,7 @@ writes fail with :data:`iac_code.task_store.NOT_STORED`, reads with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -505,7 +506,9 @@ class RedisTaskStore(TaskStore):
         return 0
 
     async def close(self) -> None:
-        """Nothing to flush; the Redis client belongs to whoever made it and is closed there."""
+        """Wait for the writes still on their way (the Redis client is closed by whoever made it)."""
+        with contextlib.suppress(InternalError):
+            await self.sync()
 
     def count(self) -> int:
         """Not tracked for the shared store (counting would scan every owner's index): always 0."""
