@@ -147,6 +147,10 @@ async def finish_turn(http: aiohttp.ClientSession, nodes: list[Node], task: dict
     return task
 
 
+async def _at_least(items: list[Any], count: int) -> bool:
+    return len(items) >= count
+
+
 async def all_pages(http: aiohttp.ClientSession, node: Node, size: int) -> list[dict[str, Any]]:
     pages, token = [], ""
     while True:
@@ -256,8 +260,32 @@ async def test_a_node_killed_mid_turn(tmp_path: Path) -> None:
         before = await sse(http, other, method("SubscribeToTask", id=on_victim[0]["id"]), {"Last-Event-ID": "0"})
         assert payload(before[0])["id"] == on_victim[0]["id"]
         assert permission_envelope(payload(before[-1])) is not None
+        # Traffic round robin over all three while the victim dies: what was acknowledged must survive.
+        acknowledged: list[dict[str, Any]] = []
+        stop = asyncio.Event()
+
+        async def traffic(worker: int) -> None:
+            sent = 0
+            while not stop.is_set():
+                node = nodes[(worker + sent) % 3]
+                sent += 1
+                try:
+                    reply = await rpc(http, node, send_message_body(
+                        PROMPT if sent % 2 else "hello", message_id=f"t-{worker}-{sent}",
+                        contextId=f"traffic-{worker}-{sent}"))
+                except (TimeoutError, aiohttp.ClientError, json.JSONDecodeError):
+                    continue  # the victim's connections die with it: never acknowledged
+                if "result" in reply:
+                    acknowledged.append(reply["result"]["task"])
+
+        workers = [asyncio.create_task(traffic(w)) for w in range(6)]
+        await until(lambda: _at_least(acknowledged, 12))
         victim.proc.send_signal(signal.SIGKILL)
         await victim.proc.wait()
+        count = len(acknowledged)
+        await until(lambda: _at_least(acknowledged, count + 12))  # the survivors keep serving
+        stop.set()
+        await asyncio.gather(*workers)
 
         async def interrupted() -> bool:
             for task in on_victim:
@@ -289,10 +317,20 @@ async def test_a_node_killed_mid_turn(tmp_path: Path) -> None:
         finished = await finish_turn(http, [survivor, other], elsewhere, 0)
         assert finished["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         # Nothing acknowledged is lost and nothing stays WORKING; both survivors list the same tasks.
+        async def none_running() -> bool:
+            pages = await all_pages(http, other, 50)
+            return not [t for page in pages for t in page["tasks"]
+                        if t["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED")]
+
+        await until(none_running, LEASE_SECONDS * 6)
         listings = [await all_pages(http, node, 50) for node in (survivor, other)]
         assert listings[0] == listings[1]
         listed = {t["id"]: t for page in listings[0] for t in page["tasks"]}
-        assert {t["id"] for t in [*on_victim, elsewhere]} <= set(listed)
+        assert {t["id"] for t in [*on_victim, elsewhere, *acknowledged]} <= set(listed)
+        for task in acknowledged:  # each in the state it was acknowledged in, or interrupted after it
+            state = listed[task["id"]]["status"]["state"]
+            assert state == task["status"]["state"] or (
+                state == "TASK_STATE_FAILED" and listed[task["id"]]["metadata"]["iac_code"]["interrupted"])
         assert not [t for t in listed.values()
                     if t["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED")]
         # A node stopped cleanly marks its own paused turn interrupted before it leaves: no lease wait.
