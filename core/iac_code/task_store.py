@@ -188,10 +188,15 @@ class KernelTaskStore(TaskStore):
         stored task is still at that version, as a2a-sdk's ``VersionedTaskStore`` does.
         """
         owner = resolve_user_scope(context)
-        current = self._entry(owner, task.id)
-        version = current.version if current is not None else 0
-        if prev_version is not None and version_number(prev_version) != version:
-            raise ConcurrentTaskModificationError(task.id)
+        if prev_version is not None:
+            # The writer read the task (so it is cached) or is creating it: no look-up on disk.
+            cached = self._cached((owner, task.id))
+            version = version_number(prev_version)
+            if cached is not None and cached.version != version:
+                raise ConcurrentTaskModificationError(task.id)
+        else:
+            current = self._entry(owner, task.id)
+            version = current.version if current is not None else 0
         self._put(owner, task, version=version + 1)
         if isinstance(event, Task):  # the TaskManager goes on changing the task it was given
             logged = Task()

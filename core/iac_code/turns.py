@@ -302,7 +302,8 @@ class Turn:
                 self._finished = True
             await self._push(task, event)
             published = _copy(task) if isinstance(event, Task) else event
-            stamp(published, self.version)
+            if self.subscribers:  # a stream shows the seq; a blocking caller does not need it
+                stamp(published, self.version)
             self._publish(published)
             if state == TaskState.TASK_STATE_FAILED:
                 self._failed_task = _copy(task)  # an executor exception may still follow
@@ -399,7 +400,8 @@ class Turn:
                                           status=status)
             await self.logged_save(event)
             self._finished = True
-            stamp(event, self.version)
+            if self.subscribers:
+                stamp(event, self.version)
             self._publish(event)
 
     async def _finish(self, error: BaseException | None) -> None:
