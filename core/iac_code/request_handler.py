@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import base64
 import contextvars
-import dataclasses
 import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
-from a2a.server.cluster import VersionedEvent
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -49,8 +47,6 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
-    A2AError,
-    InternalError,
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -60,7 +56,7 @@ from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
-from iac_code.cluster import NODE_UNAVAILABLE, NodeLink, NodeUnavailableError
+from iac_code.cluster import NodeLink
 from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
@@ -82,8 +78,8 @@ from iac_code.permissions import (
     validate_answer,
 )
 from iac_code.push_sender import QueueingPushSender
-from iac_code.task_events import resume_after, stamp, stamped_copy, version_number
-from iac_code.task_store import interruption, is_interrupted
+from iac_code.remote_turns import RemoteTurns
+from iac_code.task_events import replayed, resume_after, stamped_copy, version_number
 from iac_code.turns import (
     STOP_STATES,
     TERMINAL_STATES,
@@ -119,33 +115,6 @@ def _limit_history(view: dict[str, Any], params: GetTaskRequest | ListTasksReque
         if len(view["history"]) > keep:
             return {**view, "history": view["history"][-keep:]}
     return view
-
-
-def _replayed(entry: VersionedEvent) -> Any:
-    """A logged event as it is streamed again: a copy carrying its seq."""
-    event = type(entry.event)()
-    event.CopyFrom(entry.event)
-    stamp(event, version_number(entry.version))
-    return event
-
-
-_ERRORS_BY_CODE: dict[int, type[A2AError]] = {
-    -32602: InvalidParamsError, -32001: TaskNotFoundError, -32002: TaskNotCancelableError,
-    -32004: UnsupportedOperationError, -32603: InternalError,
-}
-
-
-def _code_of(error: A2AError) -> int:
-    for code, kind in _ERRORS_BY_CODE.items():
-        if type(error) is kind:
-            return code
-    return -32603
-
-
-def _a2a_error(error: dict[str, Any]) -> A2AError:
-    """The A2A error another node answered with, as the same error here."""
-    kind = _ERRORS_BY_CODE.get(int(error.get("code", -32603)), InternalError)
-    return kind(message=str(error.get("message") or ""))
 
 
 def _task_id_of(item: Any) -> str:
@@ -200,7 +169,7 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel)
 
 
-class KernelRequestHandler(DefaultRequestHandler):
+class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
     """DefaultRequestHandler whose message, cancel and subscribe paths run on the turn engine."""
 
     def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
@@ -539,7 +508,7 @@ class KernelRequestHandler(DefaultRequestHandler):
         resting = current is None or current.status.state in (STOP_STATES if iac_turn else TERMINAL_STATES)
         live = (turn is not None and not resting) or (not iac_turn and not resting)
         try:
-            items: list[Any] = [current] if replay is None else [_replayed(e) for e in replay]
+            items: list[Any] = [current] if replay is None else [replayed(e) for e in replay]
             for item in items:
                 if acknowledges(item):
                     await self._settle(item, context)
@@ -555,46 +524,6 @@ class KernelRequestHandler(DefaultRequestHandler):
                 turn.detach(subscription)
             self.engine.unpark(task_id, subscription)
 
-    # ------------------------------------------------------------------ several nodes (iac_code.cluster)
-
-    async def _forward(self, node: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Run ``op`` on the node running the turn; its A2A error comes back as the same error."""
-        assert self._link is not None
-        try:
-            reply = await self._link.call(node, op, payload, self._forward_timeout)
-        except NodeUnavailableError:
-            raise InternalError(message=NODE_UNAVAILABLE) from None
-        error = reply.get("error")
-        if isinstance(error, dict):
-            raise _a2a_error(error)
-        return reply
-
-    async def _follow_elsewhere(self, task: Task, version: int, after: int | None,
-                                context: ServerCallContext) -> AsyncGenerator[Any, None]:
-        """SubscribeToTask to a turn running on another node: its event log, pushed from Redis.
-
-        Without ``after`` (or when the missed events are no longer retained) the stream
-        opens with the task snapshot and follows from its version; it ends where a
-        subscription on the running node would (the turn's next stop, or a terminal state).
-        """
-        assert self._link is not None
-        replay = None
-        if after is not None:
-            replay = await events_after(self.task_store, task.id, after, version, context)
-        start = version
-        if replay is None:
-            yield stamped_copy(task, version)
-            if self._ends(task):
-                return
-        else:
-            start = after if after is not None else version
-            if not replay and self._ends(task):
-                return  # nothing missed and the turn is at a stop: where the original stream ended
-        async for item in self._settled(self._follow_log(task.id, start), context):
-            yield item
-            if self._ends(item):
-                return
-
     def _ends(self, item: Any) -> bool:
         """Whether a subscription ends after ``item``: iac-code turns at a stop, SDK executors at a terminal state."""
         state = state_of(item)
@@ -607,80 +536,6 @@ class KernelRequestHandler(DefaultRequestHandler):
                 await self._settle(event, context)
             yield event
 
-    async def _forward_answer(self, node: str, answer: Answer, context: ServerCallContext) -> None:
-        await self._forward(node, "answer", {"owner": resolve_user_scope(context), "answer": dataclasses.asdict(answer)})
-
-    async def _follow_log(self, task_id: str, after: int) -> AsyncGenerator[Any, None]:
-        assert self._link is not None
-        stream = self._link.follow(task_id, after)
-        try:
-            async for entry in stream:
-                yield _replayed(entry)
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-
-    async def _answer_elsewhere(self, answer: Answer, context: ServerCallContext, immediately: bool) -> Task | Message:
-        """A permission answer for a turn paused on another node: forwarded, then awaited in the task's log."""
-        task, version, node = await self._paused_elsewhere(answer, context)
-        pick = acknowledgement(answer.input_id)
-        await self._forward_answer(node, answer, context)
-        async for event in self._follow_log(task.id, version):
-            state = state_of(event)
-            if immediately:
-                ack = pick(event, task)
-                if ack is not None:
-                    return ack
-                if state in TERMINAL_STATES:  # the turn ended (interrupted, say) without acknowledging
-                    break
-            elif state in STOP_STATES:
-                break
-        stored = await self._stored(task.id, context)
-        if stored is None:
-            raise TaskNotFoundError
-        return stored[0]
-
-    async def _stream_answer_elsewhere(self, answer: Answer, context: ServerCallContext,
-                                       params: SendMessageRequest) -> AsyncGenerator[Any, None]:
-        """Streamed answer to a turn paused elsewhere: the paused task, then the continuation to the next stop."""
-        task, version, node = await self._paused_elsewhere(answer, context)
-        await self._forward_answer(node, answer, context)
-        yield apply_history_length(stamped_copy(task, version), params.configuration)
-        async for event in self._settled(self._follow_log(task.id, version), context):
-            yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
-            if state_of(event) in STOP_STATES:
-                return
-
-    async def _paused_elsewhere(self, answer: Answer, context: ServerCallContext) -> tuple[Task, int, str]:
-        assert self._link is not None
-        stored = await self._stored(answer.task_id, context)
-        if stored is None:
-            raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
-        task, version = stored
-        node = await self._link.runner(resolve_user_scope(context), task.context_id, task.id)
-        if node is None or node == self._link.node_id:
-            raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
-        return task, version, node
-
-    async def on_control(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """A call another node forwarded for a turn running here (:class:`iac_code.cluster.ControlHandler`)."""
-        try:
-            task_id = str(payload.get("taskId") or payload.get("answer", {}).get("task_id") or "")
-            turn = self.engine.running(task_id)
-            if turn is None or turn.owner != payload.get("owner"):
-                if op == "answer":
-                    raise InvalidParamsError(message=PERMISSION_NOT_ACTIVE)
-                raise TaskNotCancelableError
-            if op == "cancel":
-                canceled = await self.engine.cancel(turn, turn.call_context)
-                await self._settle(canceled, turn.call_context)
-                return {"task": base64.b64encode(canceled.SerializeToString()).decode()}
-            if op == "answer" and self._permissions is not None:
-                self._permissions.resolve(Answer(**payload["answer"]))
-                return {}
-            raise UnsupportedOperationError(message=f"Unknown node call {op!r}")
-        except A2AError as exc:
-            return {"error": {"code": _code_of(exc), "message": exc.message}}
-
     async def aclose(self) -> None:
         running = list(self.engine.turns())
         await self.engine.aclose()
@@ -688,16 +543,3 @@ class KernelRequestHandler(DefaultRequestHandler):
             for turn in running:
                 await self._interrupt(turn)
         await super().aclose()
-
-    async def _interrupt(self, turn: Turn) -> None:
-        """Mark the task of a turn cut by this node's shutdown FAILED "Task interrupted"."""
-        try:
-            stored = await self.task_store.get_versioned(turn.task_id, turn.call_context)
-            if stored is None or not is_interrupted(stored.task):
-                return
-            task, event = interruption(stored.task)
-            await self.task_store.save_event(task, event, turn.call_context, prev_version=stored.version)
-            await self._settle(task, turn.call_context)
-        except Exception as exc:  # the shared store is unreachable: the task keeps its last state
-            logger.warning("Could not mark task %s interrupted at shutdown: %s", turn.task_id, type(exc).__name__)
-

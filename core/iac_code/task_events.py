@@ -52,6 +52,14 @@ def stamp(event: Event, seq: int) -> None:
     event.metadata.fields["iac_code"].struct_value.fields[SEQ_FIELD].number_value = seq
 
 
+def replayed(entry: VersionedEvent) -> Event:
+    """A logged event as it is streamed again: a copy carrying its seq."""
+    event = type(entry.event)()
+    event.CopyFrom(entry.event)
+    stamp(event, version_number(entry.version))
+    return event
+
+
 def stamped_copy(task: Task, seq: int) -> Task:
     """A copy of ``task`` carrying ``seq`` (a snapshot that opens a stream)."""
     copy = Task()
