@@ -192,6 +192,19 @@ async def test_three_nodes_serve_one_service(tmp_path: Path) -> None:
         texts = [p.get("text") for m in followed["history"] if m["role"] == "ROLE_USER" for p in m["parts"]]
         assert PROMPT in texts and "Add a security group that allows SSH." in texts
 
+        # The context's workspace binding is shared: another cwd for it is refused on another node.
+        first_dir, other_dir = tmp_path / "ws-a", tmp_path / "ws-b"
+        first_dir.mkdir()
+        other_dir.mkdir()
+        bound = send_message_body("hello", message_id="m-ws-1", contextId="ctx-ws")
+        bound["params"]["message"]["metadata"] = {"iac_code": {"cwd": str(first_dir)}}
+        assert "result" in await rpc(http, nodes[0], bound)
+        moved = send_message_body("hello", message_id="m-ws-2", contextId="ctx-ws")
+        moved["params"]["message"]["metadata"] = {"iac_code": {"cwd": str(other_dir)}}
+        refused = await rpc(http, nodes[1], moved)
+        assert (refused["error"]["code"], refused["error"]["message"]) == (
+            -32602, "A2A context belongs to a different workspace.")
+
         # A streamed turn on node 0; node 1 resumes it after each event: exactly the rest, no gap or duplicate.
         events = await sse(http, nodes[0], send_message_body(PROMPT, message_id="m-stream", contextId="ctx-stream",
                                                               method="SendStreamingMessage"))
