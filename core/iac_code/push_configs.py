@@ -74,6 +74,14 @@ def check_config_id(value: str) -> None:
         raise InvalidParamsError(message=INVALID_ID)
 
 
+def storable_config(task_id: str, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+    """A config as every store keeps it: a2a-sdk's normalisation (default id), both ids checked."""
+    normalised = normalize_push_notification_config(task_id, config)
+    check_config_id(normalised.task_id)
+    check_config_id(normalised.id)
+    return normalised
+
+
 def encode_page_token(config_id: str) -> str:
     return base64.b64encode(config_id.encode("utf-8")).decode("ascii")
 
@@ -158,9 +166,7 @@ class EncryptedPushConfigStore(PushNotificationConfigStore):
 
     async def set_info(self, task_id: str, notification_config: TaskPushNotificationConfig,
                        context: ServerCallContext) -> TaskPushNotificationConfig | None:
-        config = normalize_push_notification_config(task_id, notification_config)
-        check_config_id(config.task_id)
-        check_config_id(config.id)
+        config = storable_config(task_id, notification_config)
         if not config.url:  # nothing to deliver to: not stored (the product's behaviour)
             return config
         owner = resolve_user_scope(context)

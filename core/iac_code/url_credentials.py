@@ -2,7 +2,8 @@
 
 Plugins that take a URL with credentials (the Redis push queue and transport) use
 :func:`url_secrets` to scrub them from anything they log or raise; ``--check-config``
-uses :func:`mask_url` to print the URL itself.
+uses :func:`mask_url` to print the URL itself; :func:`redis_location` is what the Redis
+plugins (push queue, transport, shared state) may log of theirs.
 """
 
 from __future__ import annotations
@@ -38,3 +39,16 @@ def mask_url(value: str) -> str:
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+
+
+def redis_location(url: str) -> str:
+    """What may be logged of a Redis URL: ``host:port`` or the socket path, never credentials."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme == "unix":
+            return parts.path or "unix socket"
+        host = parts.hostname or "localhost"
+        host = f"[{host}]" if ":" in host else host
+        return f"{host}:{parts.port or 6379}"
+    except ValueError:
+        return "redis"

@@ -53,7 +53,6 @@ import os
 import secrets
 import socket
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -65,7 +64,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from iac_code.errors import StartupError
 from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, QueueContext
-from iac_code.url_credentials import url_secrets
+from iac_code.url_credentials import redis_location, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -154,18 +153,6 @@ def default_consumer_name() -> str:
     """``<hostname>-<pid>-<12 hex>``: unique per process, recognisable in ``XINFO CONSUMERS``."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(6)}"
 
-
-def redis_location(url: str) -> str:
-    """What may be logged of a Redis URL: ``host:port`` or the socket path, never credentials."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme == "unix":
-            return parts.path or "unix socket"
-        host = parts.hostname or "localhost"
-        host = f"[{host}]" if ":" in host else host
-        return f"{host}:{parts.port or 6379}"
-    except ValueError:
-        return "redis"
 
 
 def _text(value: Any) -> str:

@@ -6,7 +6,6 @@ its keys validate) without the optional dependency installed.
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import StateBackendSpec
+from iac_code.url_credentials import redis_location
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,17 +45,6 @@ class RedisStateConfig(BaseModel):
         10.0, ge=0.5, description="Heartbeat and context-lease expiry: how long a dead node's turns stay WORKING "
                                   "before a survivor marks them interrupted.")
 
-
-def redis_location(url: str) -> str:
-    """What may be logged of a Redis URL: ``host:port`` or the socket path, never credentials."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme == "unix":
-            return parts.path or "unix socket"
-        host = parts.hostname or "localhost"
-        return f"{host}:{parts.port or 6379}"
-    except ValueError:
-        return "redis"
 
 
 def _client(config: Any) -> Any:

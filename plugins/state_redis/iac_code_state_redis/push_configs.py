@@ -19,14 +19,13 @@ import redis.asyncio as aioredis
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import PushNotificationConfigStore
-from a2a.server.tasks.push_notification_config_store import normalize_push_notification_config
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 from a2a.utils.errors import InternalError
 from google.protobuf.json_format import ParseDict
 from redis.exceptions import RedisError
 
 from iac_code import jsonio
-from iac_code.push_configs import DELIVERY_CACHE_SIZE, NOT_STORED, EncryptedPushConfigStore, check_config_id
+from iac_code.push_configs import DELIVERY_CACHE_SIZE, NOT_STORED, EncryptedPushConfigStore, storable_config
 from iac_code_state_redis.keys import Keys, digest
 from iac_code_state_redis.store import NOT_REACHABLE
 
@@ -91,9 +90,7 @@ class RedisPushConfigStore(PushNotificationConfigStore):
 
     async def set_info(self, task_id: str, notification_config: TaskPushNotificationConfig,
                        context: ServerCallContext) -> TaskPushNotificationConfig | None:
-        config = normalize_push_notification_config(task_id, notification_config)
-        check_config_id(config.task_id)
-        check_config_id(config.id)
+        config = storable_config(task_id, notification_config)
         if not config.url:  # nothing to deliver to: not stored (the product's behaviour)
             return config
         owner_key = digest(resolve_user_scope(context))

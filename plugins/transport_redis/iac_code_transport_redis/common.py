@@ -16,18 +16,6 @@ BACKOFF_FIRST = 0.05
 BACKOFF_MAX = 1.0
 
 
-def redis_location(url: str) -> str:
-    """What may be logged of a Redis URL: ``host:port`` or the socket path, never credentials."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme == "unix":
-            return parts.path or "unix socket"
-        host = parts.hostname or "localhost"
-        host = f"[{host}]" if ":" in host else host
-        return f"{host}:{parts.port or 6379}"
-    except ValueError:
-        return "redis"
-
 
 def redis_db(url: str) -> int:
     """The database number a Redis URL selects (path ``/<n>`` or ``?db=<n>``; 0 when none)."""

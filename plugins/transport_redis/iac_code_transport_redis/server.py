@@ -49,7 +49,7 @@ from iac_code import jsonio
 from iac_code.errors import StartupError
 from iac_code.framing import dumps, error_response, request_id_of, serve_frame
 from iac_code.records import InterfaceInfo
-from iac_code.url_credentials import url_secrets
+from iac_code.url_credentials import redis_location, url_secrets
 from iac_code_transport_redis.common import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
@@ -57,7 +57,6 @@ from iac_code_transport_redis.common import (
     field,
     is_transient,
     redis_db,
-    redis_location,
     stream_entries,
     text,
 )
