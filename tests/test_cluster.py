@@ -56,14 +56,24 @@ async def _start_node(tmp_path: Path, name: str, prefix: str, workspace: Path,
         IAC_CODE, "a2a", "--config", str(config), "--port", "0", cwd=workspace, env={**os.environ, **env},
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     assert proc.stderr is not None
-    while True:
-        line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
-        assert line, f"node {name} exited early"
-        if "listening: " in line and "(JSONRPC)" in line:
-            url = line.split("listening: ", 1)[1].split()[0]
-            break
+    try:
+        url = await asyncio.wait_for(_listening(proc, name), 60)
+    except BaseException:
+        proc.kill()  # never leave a node running behind a failed start
+        await proc.wait()
+        raise
     asyncio.get_running_loop().create_task(_drain(proc))
     return Node(proc, url)
+
+
+async def _listening(proc: asyncio.subprocess.Process, name: str) -> str:
+    """The node's JSON-RPC URL, from its start-up log line."""
+    assert proc.stderr is not None
+    while True:
+        line = (await proc.stderr.readline()).decode()
+        assert line, f"node {name} exited early"
+        if "listening: " in line and "(JSONRPC)" in line:
+            return line.split("listening: ", 1)[1].split()[0]
 
 
 async def _drain(proc: asyncio.subprocess.Process) -> None:
@@ -79,21 +89,32 @@ async def cluster(tmp_path: Path, count: int = 3, extra: Callable[[str], dict[st
     prefix = f"test-cluster-{uuid.uuid4().hex}:"
     workspace = tmp_path / "work"
     workspace.mkdir()
-    nodes = await asyncio.gather(*(_start_node(tmp_path, f"node-{i}", prefix, workspace, extra(prefix), env or {})
-                                   for i in range(count)))
+    started = await asyncio.gather(*(_start_node(tmp_path, f"node-{i}", prefix, workspace, extra(prefix), env or {})
+                                     for i in range(count)), return_exceptions=True)
+    nodes = [node for node in started if isinstance(node, Node)]
     try:
-        yield list(nodes)
+        failed = [error for error in started if isinstance(error, BaseException)]
+        if failed:
+            raise failed[0]
+        yield nodes
     finally:
         for node in nodes:
             if node.proc.returncode is None:
                 node.proc.send_signal(signal.SIGTERM)
+        stuck = []
         for node in nodes:
-            await asyncio.wait_for(node.proc.wait(), 30)
+            try:
+                await asyncio.wait_for(node.proc.wait(), 30)
+            except TimeoutError:
+                node.proc.kill()
+                await node.proc.wait()
+                stuck.append(node.url)
         client = redis.Redis.from_url(redis_url())
         keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
         if keys:
             await client.delete(*keys)
         await client.aclose()
+        assert not stuck, f"nodes that did not stop within 30 s of SIGTERM: {stuck}"
 
 
 async def rpc(http: aiohttp.ClientSession, node: Node, body: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ Two kernel additions:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextvars
 import logging
@@ -103,6 +104,7 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 # The push URL this call already screened (one DNS look-up per CreateTaskPushNotificationConfig).
 _CHECKED_PUSH_URL: contextvars.ContextVar[str | None] = contextvars.ContextVar("iac_code_checked_push_url",
                                                                               default=None)
+INTERRUPT_SECONDS = 10.0  # a stopping node marks its cut turns interrupted within this
 INVALID_ID = "Invalid A2A id: ids are 1-128 characters of letters, digits, '_', '.', ':' or '-'."
 
 
@@ -540,6 +542,10 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         running = list(self.engine.turns())
         await self.engine.aclose()
         if self._link is not None:  # no restart of this node will find them: mark them now, for every node
-            for turn in running:
-                await self._interrupt(turn)
+            try:
+                async with asyncio.timeout(INTERRUPT_SECONDS):
+                    for turn in running:
+                        await self._interrupt(turn)
+            except TimeoutError:  # the shared store is too slow or gone: the rest keep their last state
+                logger.warning("Stopped before every running turn was marked interrupted")
         await super().aclose()

@@ -52,6 +52,7 @@ R = TypeVar("R")
 LEASE_WAIT_SECONDS = 2.0  # a lease being released as the next message arrives elsewhere
 REAPING_CLAIM_MS = 30000
 REPLY_TTL_SECONDS = 60
+STOP_SECONDS = 10.0  # at most this long for the last writes when a node stops
 HELD_SEPARATOR = "\0"
 
 # KEYS: lease, fence, held. ARGV: node, task id, ttl ms, held value.
@@ -113,7 +114,9 @@ class RedisNodeLink(NodeLink):
     """:class:`iac_code.cluster.NodeLink` on Redis (see the module docstring for the keys)."""
 
     def __init__(self, client: redis.Redis, keys: Keys, store: RedisTaskStore, events: RedisTaskEventStream, *,
-                 node_id: str = "", lease_seconds: float = 10.0, location: str = "redis") -> None:
+                 blocking: redis.Redis | None = None, node_id: str = "", lease_seconds: float = 10.0,
+                 location: str = "redis") -> None:
+        self._blocking = blocking if blocking is not None else client  # BLPOP waits on its own pool
         self._location = location
         self.node_id = node_id or default_node_id()
         self._client = client
@@ -147,14 +150,15 @@ class RedisNodeLink(NodeLink):
         self._loops.append(spawn(self._serve(control), name="cluster-inbox"))
 
     async def stop(self) -> None:
-        for loop in self._loops:
+        for loop in [*self._loops, *self._calls]:
             loop.cancel()
         for loop in [*self._loops, *self._calls]:
             with contextlib.suppress(BaseException):
                 await loop
         self._loops.clear()
-        with contextlib.suppress(InternalError):
-            await self._store.sync()  # the turns' last writes, before the connection closes
+        with contextlib.suppress(InternalError, TimeoutError):
+            async with asyncio.timeout(STOP_SECONDS):
+                await self._store.sync()  # the turns' last writes, before the connection closes
         with contextlib.suppress(redis.RedisError, OSError):
             held = await self._client.hkeys(self._keys.held(self.node_id))
             async with self._client.pipeline(transaction=True) as pipe:
@@ -165,6 +169,8 @@ class RedisNodeLink(NodeLink):
                 pipe.srem(self._keys.nodes, self.node_id)
                 await pipe.execute()
         await self._client.aclose()
+        if self._blocking is not self._client:
+            await self._blocking.aclose()
 
     async def _heartbeat(self) -> None:
         interval = self._lease_ms / 3000
@@ -251,7 +257,7 @@ class RedisNodeLink(NodeLink):
             pipe.rpush(self._keys.inbox(node_id), request)
             pipe.expire(self._keys.inbox(node_id), REPLY_TTL_SECONDS)
             await pipe.execute()
-        reply = await self._client.blpop([self._keys.reply(call_id)], timeout=timeout)
+        reply = await self._blocking.blpop([self._keys.reply(call_id)], timeout=timeout)
         if reply is None:
             raise NodeUnavailableError(node_id)
         answer = json.loads(reply[1])
@@ -261,7 +267,7 @@ class RedisNodeLink(NodeLink):
         inbox = self._keys.inbox(self.node_id)
         while True:
             try:
-                item = await self._client.blpop([inbox], timeout=1)
+                item = await self._blocking.blpop([inbox], timeout=1)
             except (redis.RedisError, OSError):
                 await asyncio.sleep(0.5)
                 continue

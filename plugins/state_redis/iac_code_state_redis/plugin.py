@@ -47,8 +47,12 @@ class RedisStateConfig(BaseModel):
 
 
 
-def _client(config: Any) -> Any:
-    """The Redis client of ``task-store-redis-url`` (not connected yet)."""
+COMMAND_TIMEOUT = 10.0  # no command waits longer, whatever happened to its connection
+BLOCKING_TIMEOUT = 70.0  # XREAD BLOCK (5 s) and BLPOP (forwarded calls, up to 30 s) wait less
+
+
+def _client(config: Any, socket_timeout: float = COMMAND_TIMEOUT) -> Any:
+    """A Redis client of ``task-store-redis-url`` (not connected yet)."""
     url = str(getattr(config, "task_store_redis_url", "") or "").strip()
     if not url:
         raise StartupError(MISSING_URL)
@@ -57,7 +61,8 @@ def _client(config: Any) -> Any:
     except ImportError:
         raise StartupError(MISSING_DEPENDENCIES) from None
     try:
-        return redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+        return redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=socket_timeout,
+                                    health_check_interval=30)
     except ValueError:
         raise StartupError(f"task-store-redis-url is not a Redis URL ({redis_location(url)}).") from None
 
@@ -72,9 +77,13 @@ def push_configs(config: Any) -> Callable[[PushKeyring], Any]:
 
 
 def create_backend(kernel: Kernel) -> StateBackend:
-    """The shared task store, this node's link and the push-config store, on one Redis client."""
+    """The shared task store, this node's link and the push-config store.
+
+    Two connection pools: one for commands, one for the reads that block (event streams,
+    forwarded calls), so a waiting subscriber never holds up a write.
+    """
     config: Any = kernel.config
-    client = _client(config)
+    client, blocking = _client(config), _client(config, BLOCKING_TIMEOUT)
     url = str(config.task_store_redis_url).strip()
     from iac_code.cluster import StateBackend
     from iac_code_state_redis.events import RedisTaskEventStream
@@ -86,8 +95,8 @@ def create_backend(kernel: Kernel) -> StateBackend:
     keys = Keys(config.task_store_key_prefix)
     store = RedisTaskStore(client, keys, retained_events=config.stream_resume_events,
                            finished_ttl=config.task_store_finished_ttl)
-    events = RedisTaskEventStream(client, keys)
-    link = RedisNodeLink(client, keys, store, events, node_id=config.node_id,
+    events = RedisTaskEventStream(blocking, keys)
+    link = RedisNodeLink(client, keys, store, events, blocking=blocking, node_id=config.node_id,
                          lease_seconds=config.node_lease_seconds, location=redis_location(url))
     return StateBackend(task_store=store, link=link,
                         push_configs=lambda keyring: RedisPushConfigStore(client, keys, keyring))
