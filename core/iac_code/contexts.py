@@ -115,6 +115,9 @@ class ContextRegistry:
 
     async def _reserve_shared(self, link: NodeLink, owner: str, context_id: str, cwd: str, channel: str | None,
                               task_id: str) -> ContextState:
+        busy = self._live.get((owner, context_id))
+        if busy is not None and busy.running_task is not None:  # its turn runs here: no need to ask Redis
+            raise UnsupportedOperationError(message=ALREADY_WORKING)
         lease = await link.lease(owner, context_id, task_id)
         try:
             data = await link.load_context(owner, context_id)
