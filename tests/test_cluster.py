@@ -281,6 +281,9 @@ async def test_three_nodes_serve_one_service(tmp_path: Path) -> None:
         busy = await rpc(http, nodes[1], send_message_body("more", message_id="m-busy", taskId=target["id"],
                                                             contextId="ctx-sub"))
         assert busy["error"]["message"] == "Task is already working."
+        here = await rpc(http, nodes[0], send_message_body("more", message_id="m-busy-0", taskId=target["id"],
+                                                            contextId="ctx-sub"))
+        assert here["error"]["message"] == "Task is already working."
 
 
 async def test_a_node_killed_mid_turn(tmp_path: Path) -> None:
