@@ -151,6 +151,3 @@ class LocalEventLog:
 
     def drop(self, owner: str, task_id: str) -> None:
         self._logs.pop((owner, task_id), None)
-
-    def __len__(self) -> int:
-        return len(self._logs)

@@ -87,8 +87,3 @@ class RedisTaskEventStream(TaskEventStream):
     async def destroy(self, task_id: str) -> None:
         """Nothing to release: the log is deleted with the task, subscribers stop when their caller does."""
         del task_id
-
-    async def first_version(self, task_id: str) -> int:
-        """The oldest version the log still holds (0 when it holds none)."""
-        entries = await self.client.xrange(self.keys.events(task_id), "-", "+", count=1)
-        return entry_version(entries[0][0]) if entries else 0
