@@ -19,7 +19,8 @@ Where this differs from the reference on purpose (transports.md §8, README tabl
   its own task;
 * a malformed entry (no payload, bad JSON, not an object, too large, bad headers)
   gets an error entry when it has a correlation id, and the server keeps serving;
-* every handled entry is ``XACK``\\ ed and ``XDEL``\\ ed; response streams are capped;
+* every handled entry is ``XACK``\\ ed and ``XDEL``\\ ed, in the same ``MULTI`` as its final
+  answer; response streams are capped;
 * leases: entries being served are re-claimed by their server every third of
   ``redis-lease-timeout-ms`` (their idle time is reset), so only the entries of a
   server that died go idle longer than the lease; those are taken over with
@@ -38,6 +39,7 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio as aioredis
@@ -107,6 +109,15 @@ def _parse_headers(raw: bytes | None) -> dict[str, str] | None:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         return None
     return {str(k): v for k, v in value.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """Where one request entry's answers go, and which entry the final answer settles."""
+
+    entry_id: str
+    stream: str
+    correlation: bytes
 
 
 class RedisStreamsTransport:
@@ -331,7 +342,11 @@ class RedisStreamsTransport:
     # ------------------------------------------------------------------ serving one entry
 
     async def _handle(self, entry_id: str, fields: Mapping[Any, Any] | None) -> None:
-        """Serve one request entry and write its answer; then XACK + XDEL it (whatever happened)."""
+        """Serve one request entry; its final answer is written together with its XACK + XDEL.
+
+        An entry that gets no answer (dropped as unanswerable, or its serving failed
+        before the final answer) is settled on its own afterwards.
+        """
         correlation = field(fields, "correlation_id")
         reply_raw = field(fields, "reply_stream")
         reply_stream = reply_raw.decode("utf-8", "replace") if reply_raw else self.response_stream
@@ -344,7 +359,8 @@ class RedisStreamsTransport:
                 logger.warning("Redis Streams transport: request entry %s names the request stream as its "
                                "reply_stream; dropped", entry_id)
                 return
-            await self._serve(fields, correlation, reply_stream)
+            await self._serve(_Reply(entry_id, reply_stream, correlation), fields)
+            settle = False  # the final answer settled it
         except asyncio.CancelledError:
             settle = False  # shutting down: the entry stays pending and is taken over after the lease
             raise
@@ -361,10 +377,10 @@ class RedisStreamsTransport:
             if settle:
                 await self._settle(entry_id)
 
-    async def _serve(self, fields: Mapping[Any, Any] | None, correlation: bytes, reply_stream: str) -> None:
+    async def _serve(self, reply: _Reply, fields: Mapping[Any, Any] | None) -> None:
         payload = field(fields, "payload")
         if payload is None:
-            await self._write(reply_stream, correlation, error_response(None, MISSING_PAYLOAD), True)
+            await self._write(reply, error_response(None, MISSING_PAYLOAD), True)
             return
         headers = _parse_headers(field(fields, "headers"))
         if headers is None:
@@ -372,23 +388,23 @@ class RedisStreamsTransport:
             if len(payload) <= self.kernel.config.max_request_bytes:
                 with contextlib.suppress(ValueError, UnicodeDecodeError):
                     bad_id = request_id_of(jsonio.loads(payload))
-            await self._write(reply_stream, correlation, error_response(bad_id, BAD_HEADERS), True)
+            await self._write(reply, error_response(bad_id, BAD_HEADERS), True)
             return
         answer = await serve_frame(self.kernel, payload, transport=TRANSPORT, channel_headers=headers)
         if isinstance(answer, dict):
-            await self._write(reply_stream, correlation, answer, True)
+            await self._write(reply, answer, True)
             return
         request_id: Any = None
         try:
             async for event in answer:
                 request_id = event.get("id", request_id)
-                await self._write(reply_stream, correlation, event, False)
+                await self._write(reply, event, False)
         except Exception:
             error_id = secrets.token_hex(6)
             logger.exception("Redis Streams transport: a stream failed (error_id %s)", error_id)
             failure = error_response(request_id, {"code": -32603, "message": INTERNAL_ERROR,
                                                   "data": {"error_id": error_id}})
-            await self._write(reply_stream, correlation, failure, True)
+            await self._write(reply, failure, True)
             return
         finally:
             aclose = getattr(answer, "aclose", None)
@@ -398,18 +414,26 @@ class RedisStreamsTransport:
         if request_id is None:
             with contextlib.suppress(ValueError, UnicodeDecodeError):
                 request_id = request_id_of(jsonio.loads(payload))
-        await self._write(reply_stream, correlation, {"jsonrpc": "2.0", "id": request_id}, True)
+        await self._write(reply, {"jsonrpc": "2.0", "id": request_id}, True)
 
-    async def _write(self, reply_stream: str, correlation: bytes, frame: Mapping[str, Any], final: bool) -> None:
-        """``XADD <reply_stream> MAXLEN ~ <maxlen>`` one answer entry (retried through outages)."""
-        entry = {"correlation_id": correlation, "payload": dumps(frame), "final": "true" if final else "false"}
+    async def _write(self, reply: _Reply, frame: Mapping[str, Any], final: bool) -> None:
+        """``XADD <reply_stream> MAXLEN ~ <maxlen>`` one answer entry (retried through outages).
+
+        The final answer goes in one ``MULTI`` with the request's ``XACK`` + ``XDEL``, so a
+        process killed in between can neither leave an answered entry pending (served
+        twice after the lease) nor an acknowledged one unanswered.
+        """
+        entry = {"correlation_id": reply.correlation, "payload": dumps(frame), "final": "true" if final else "false"}
 
         async def op() -> None:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.xadd(reply_stream, entry, maxlen=self.maxlen, approximate=True)
-                if reply_stream != self.response_stream:
+            async with self.redis.pipeline(transaction=final) as pipe:
+                pipe.xadd(reply.stream, entry, maxlen=self.maxlen, approximate=True)
+                if reply.stream != self.response_stream:
                     # A client's own stream has its TTL; one re-created after its client left gets one too.
-                    pipe.expire(reply_stream, ORPHAN_REPLY_TTL_SECONDS, nx=True)
+                    pipe.expire(reply.stream, ORPHAN_REPLY_TTL_SECONDS, nx=True)
+                if final:
+                    pipe.xack(self.request_stream, self.group, reply.entry_id)
+                    pipe.xdel(self.request_stream, reply.entry_id)
                 await pipe.execute()
 
         await self._retry("answer", op)
