@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a.client import A2AClientError, AgentCardResolutionError
+from a2a.client import A2AClientError, AgentCardResolutionError, ClientCallContext
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
@@ -25,6 +25,7 @@ from a2a.types.a2a_pb2 import (
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Role,
+    StreamResponse,
     SubscribeToTaskRequest,
     TaskPushNotificationConfig,
     TaskState,
@@ -45,6 +46,7 @@ from tests.bindings_support import (
     envelope_of,
     error_of,
     fetch_card,
+    payload,
     run_scenario,
     slug,
     task_id_of,
@@ -234,6 +236,30 @@ async def subscribe(run: Run) -> Any:
     assert type(not_active) is TaskNotFoundError, repr(not_active)
     assert "not active" in str(not_active)
     return run.normalise({"paused": [MessageToDict(e) for e in events], "ended": not_active})
+
+
+def _seq(event: StreamResponse) -> int:
+    seq = MessageToDict(payload(event).metadata).get("iac_code", {}).get("seq")  # type: ignore[attr-defined]
+    assert isinstance(seq, int | float), MessageToDict(event)
+    return int(seq)
+
+
+@scenario("resume-stream")
+async def resume_stream(run: Run) -> Any:
+    """Every stream event carries its seq; ``Last-Event-ID`` (a header, gRPC metadata) resumes after it."""
+    client = run.client(streaming=True)
+    events = await collect(client.send_message(text_request(VPC_PROMPT, "m-vpc")))
+    seqs = [_seq(e) for e in events]
+    assert seqs == sorted(set(seqs)) and len(seqs) >= 3
+    task_id = events[0].task.id
+    for cut in range(len(events)):
+        context = ClientCallContext(service_parameters={"last-event-id": str(seqs[cut])})
+        resumed = await collect(client.subscribe(SubscribeToTaskRequest(id=task_id), context=context))
+        assert resumed == events[cut + 1:], f"after seq {seqs[cut]}"
+    bad = ClientCallContext(service_parameters={"last-event-id": "not-a-number"})
+    invalid = await error_of(collect(client.subscribe(SubscribeToTaskRequest(id=task_id), context=bad)))
+    assert type(invalid) is InvalidParamsError, repr(invalid)
+    return run.normalise({"events": [MessageToDict(e) for e in events], "invalid": invalid})
 
 
 # ---------------------------------------------------------------------------- 7. extended agent card

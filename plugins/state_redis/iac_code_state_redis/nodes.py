@@ -327,7 +327,8 @@ class RedisNodeLink(NodeLink):
             try:
                 await self._interrupt(owner, task_id)
             except ConcurrentTaskModificationError:
-                continue  # the task changed meanwhile: look again next round
+                await self._client.delete(self._keys.reaping(task_id))  # changed meanwhile: the next round looks again
+                continue
             if force:
                 await self._client.delete(lease_key)
             await self._client.hdel(held_key, lease_key)

@@ -46,7 +46,6 @@ class RedisStateConfig(BaseModel):
                                   "before a survivor marks them interrupted.")
 
 
-
 COMMAND_TIMEOUT = 10.0  # no command waits longer, whatever happened to its connection
 BLOCKING_TIMEOUT = 70.0  # XREAD BLOCK (5 s) and BLPOP (forwarded calls, up to 30 s) wait less
 
