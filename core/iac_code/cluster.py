@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a.server.cluster import VersionedEvent
@@ -38,12 +38,16 @@ class NodeUnavailableError(Exception):
 
 @dataclass(frozen=True)
 class Lease:
-    """One context held by this node for one turn; ``token`` grows with every grant (fencing)."""
+    """One context held by this node for one turn; ``token`` grows with every grant (fencing).
+
+    ``snapshot`` is the context's stored state, read together with the grant (``None``: a new context).
+    """
 
     owner: str
     context_id: str
     task_id: str
     token: int
+    snapshot: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 class ControlHandler(Protocol):
@@ -73,7 +77,7 @@ class NodeLink(ABC):
 
     @abstractmethod
     async def lease(self, owner: str, context_id: str, task_id: str) -> Lease:
-        """Hold the context for one turn of ``task_id``.
+        """Hold the context for one turn of ``task_id``; the lease carries the context's stored snapshot.
 
         Raises ``UnsupportedOperationError`` ("Task is already working.") when another
         turn holds it; a lease being released right now is waited for briefly.
@@ -82,10 +86,6 @@ class NodeLink(ABC):
     @abstractmethod
     async def release(self, lease: Lease, snapshot: dict[str, Any] | None) -> None:
         """Store the context's snapshot (only while the lease is still ours) and drop the lease."""
-
-    @abstractmethod
-    async def load_context(self, owner: str, context_id: str) -> dict[str, Any] | None:
-        """The context's stored snapshot, or ``None``."""
 
     @abstractmethod
     async def runner(self, owner: str, context_id: str, task_id: str) -> str | None:

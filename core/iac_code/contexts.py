@@ -120,8 +120,7 @@ class ContextRegistry:
             raise UnsupportedOperationError(message=ALREADY_WORKING)
         lease = await link.lease(owner, context_id, task_id)
         try:
-            data = await link.load_context(owner, context_id)
-            state = ContextState.from_snapshot(data) if data is not None else None
+            state = ContextState.from_snapshot(lease.snapshot) if lease.snapshot is not None else None
             if state is None or (state.owner, state.context_id) != (owner, context_id):
                 state = ContextState(context_id=context_id, owner=owner, cwd=cwd)
             if state.cwd != cwd:

@@ -55,13 +55,14 @@ REPLY_TTL_SECONDS = 60
 STOP_SECONDS = 10.0  # at most this long for the last writes when a node stops
 HELD_SEPARATOR = "\0"
 
-# KEYS: lease, fence, held. ARGV: node, task id, ttl ms, held value.
+# KEYS: lease, fence, held, context. ARGV: node, task id, ttl ms, held value.
+# Replies: {0} (held by another turn) | {token, context snapshot or false}.
 _ACQUIRE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token .. ' ' .. ARGV[2], 'PX', ARGV[3])
 redis.call('HSET', KEYS[3], KEYS[1], ARGV[4])
-return token
+return {token, redis.call('GET', KEYS[4])}
 """
 # KEYS: lease, context, held. ARGV: the lease value, snapshot ('' keeps the stored one).
 _RELEASE = """
@@ -104,6 +105,17 @@ def _reachable(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 def default_node_id() -> str:
     """``<hostname>-<pid>-<8 hex>``: unique per process."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _snapshot(raw: Any) -> dict[str, Any] | None:
+    """A stored context snapshot (``None``: none, or one that does not parse)."""
+    if not isinstance(raw, bytes | str):
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _text(value: Any) -> str:
@@ -199,10 +211,12 @@ class RedisNodeLink(NodeLink):
         deadline = loop.time() + LEASE_WAIT_SECONDS
         delay = 0.005
         while True:
-            token = int(await self._acquire(keys=[key, self._keys.fence, self._keys.held(self.node_id)],
-                                            args=[self.node_id, task_id, self._lease_ms, held]))
+            reply = await self._acquire(
+                keys=[key, self._keys.fence, self._keys.held(self.node_id), self._keys.context(owner, context_id)],
+                args=[self.node_id, task_id, self._lease_ms, held])
+            token = int(reply[0])
             if token:
-                return Lease(owner, context_id, task_id, token)
+                return Lease(owner, context_id, task_id, token, _snapshot(reply[1] if len(reply) > 1 else None))
             if loop.time() + delay > deadline:
                 raise UnsupportedOperationError(message=ALREADY_WORKING)
             await asyncio.sleep(delay)  # contention only: the holder is finishing its turn
@@ -221,17 +235,6 @@ class RedisNodeLink(NodeLink):
         if not released:
             logger.warning("The lease of a context expired during its turn (task %s): its state was not written",
                            lease.task_id)
-
-    @_reachable
-    async def load_context(self, owner: str, context_id: str) -> dict[str, Any] | None:
-        raw = await self._client.get(self._keys.context(owner, context_id))
-        if raw is None:
-            return None
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return None
-        return data if isinstance(data, dict) else None
 
     @_reachable
     async def runner(self, owner: str, context_id: str, task_id: str) -> str | None:
