@@ -5,6 +5,8 @@ It proves an existing SDK ``AgentExecutor`` runs unchanged behind the kernel.
 
 from __future__ import annotations
 
+import asyncio
+
 from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_artifact
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -38,7 +40,7 @@ def make_executor() -> ShoutExecutor:
     return ShoutExecutor()
 
 
-__all__ = ["ShoutExecutor", "StatusFirstExecutor", "make_executor", "new_text_artifact"]
+__all__ = ["ShoutExecutor", "StatusFirstExecutor", "WaitingExecutor", "make_executor", "new_text_artifact"]
 
 
 class StatusFirstExecutor(AgentExecutor):
@@ -64,6 +66,26 @@ class WrongContextExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         await TaskUpdater(event_queue, context.task_id, "ctx-of-someone-else").start_work()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+class WaitingExecutor(AgentExecutor):
+    """``wait`` keeps its turn working until it is cancelled (at most a minute); other prompts as ShoutExecutor."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        if context.get_user_input() != "wait":
+            await ShoutExecutor().execute(context, event_queue)
+            return
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        await asyncio.sleep(60)  # long work: a test cancels it, or kills its server
+        await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()

@@ -526,3 +526,68 @@ async def test_a2a_sdk_clients_on_different_nodes(tmp_path: Path) -> None:
         finally:
             for client in clients:
                 await client.close()
+
+
+async def test_an_sdk_executor_on_several_nodes(tmp_path: Path) -> None:
+    """An a2a-sdk ``AgentExecutor`` (no iac-code contexts): its turns are found, followed and reaped across nodes."""
+    from iac_code.testing import next_sse_data
+
+    def sdk_agent(_: str) -> dict[str, Any]:
+        return {"agent-executor": "tests.byo_agent:WaitingExecutor"}
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))}
+    async with cluster(tmp_path, extra=sdk_agent, env=env) as nodes, aiohttp.ClientSession() as http:
+        def waiting(message_id: str) -> dict[str, Any]:
+            body = send_message_body("wait", message_id=message_id)
+            body["params"]["configuration"] = {"returnImmediately": True}
+            return body
+
+        # A turn working on node 0, followed live on node 1 and canceled through node 2.
+        working = (await rpc(http, nodes[0], waiting("m-wait")))["result"]["task"]
+        async with http.post(nodes[1].url, json=method("SubscribeToTask", id=working["id"]),
+                             headers=A2A_HEADERS) as stream:
+            opened = (await next_sse_data(stream.content))["result"]["task"]
+            assert opened["id"] == working["id"]
+            assert opened["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+            canceled = await rpc(http, nodes[2], method("CancelTask", id=working["id"]))
+            assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled
+            states = []
+            while "TASK_STATE_CANCELED" not in states:
+                update = (await next_sse_data(stream.content))["result"]
+                states.append(payload(update)["status"]["state"])
+            with pytest.raises(EOFError):  # a terminal state ends the stream
+                await next_sse_data(stream.content)
+        seen = (await rpc(http, nodes[1], method("GetTask", id=working["id"])))["result"]
+        assert seen["status"]["state"] == "TASK_STATE_CANCELED"
+
+        # A task waiting for input (its turn over) is followed on node 2 into its next turn, run on node 0.
+        paused = (await rpc(http, nodes[0], send_message_body("more?", message_id="m-more")))["result"]["task"]
+        assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        async with http.post(nodes[2].url, json=method("SubscribeToTask", id=paused["id"]),
+                             headers=A2A_HEADERS) as stream:
+            assert (await next_sse_data(stream.content))["result"]["task"]["status"]["state"] == \
+                "TASK_STATE_INPUT_REQUIRED"
+            done = await rpc(http, nodes[0], send_message_body("done", message_id="m-done", taskId=paused["id"]))
+            assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+            followed = []
+            while not followed or payload(followed[-1]).get("status", {}).get("state") != "TASK_STATE_COMPLETED":
+                followed.append((await next_sse_data(stream.content))["result"])
+            assert any("artifactUpdate" in event for event in followed)
+
+        # A node killed mid-turn: a survivor marks its SDK turn interrupted; nothing stays WORKING.
+        victim = nodes[1]
+        cut = (await rpc(http, victim, waiting("m-cut")))["result"]["task"]
+        victim.proc.send_signal(signal.SIGKILL)
+        await victim.proc.wait()
+
+        async def interrupted() -> bool:
+            seen = (await rpc(http, nodes[2], method("GetTask", id=cut["id"])))["result"]
+            return seen["status"]["state"] == "TASK_STATE_FAILED"
+
+        await until(interrupted, LEASE_SECONDS * 6)
+        seen = (await rpc(http, nodes[0], method("GetTask", id=cut["id"])))["result"]
+        assert seen["metadata"]["iac_code"]["interrupted"] is True
+        listed = await all_pages(http, nodes[0], 50)
+        assert not [t for page in listed for t in page["tasks"]
+                    if t["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED")]

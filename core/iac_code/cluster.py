@@ -30,6 +30,16 @@ if TYPE_CHECKING:
     from iac_code.push_crypto import PushKeyring
 
 NODE_UNAVAILABLE = "The server node running this task is not reachable. Retry shortly."
+_TASK_SCOPE = " task:"  # a space: never part of a valid context id
+
+
+def task_scope(task_id: str) -> str:
+    """The lease scope of a turn that holds no context (an a2a-sdk executor's): the task alone.
+
+    iac-code runtime turns lease their context; other executors' turns of one context may
+    run side by side, so each leases its task under this scope instead.
+    """
+    return _TASK_SCOPE + task_id
 
 
 class NodeUnavailableError(Exception):
@@ -76,11 +86,12 @@ class NodeLink(ABC):
         """Leave cleanly (leases this node still holds are released) and close the connection."""
 
     @abstractmethod
-    async def lease(self, owner: str, context_id: str, task_id: str) -> Lease:
-        """Hold the context for one turn of ``task_id``; the lease carries the context's stored snapshot.
+    async def lease(self, owner: str, context_id: str, task_id: str, *, wait: float | None = None) -> Lease:
+        """Hold the context (or :func:`task_scope`) for one turn of ``task_id``; the lease carries its stored snapshot.
 
         Raises ``UnsupportedOperationError`` ("Task is already working.") when another
-        turn holds it; a lease being released right now is waited for briefly.
+        turn still holds it after ``wait`` seconds (``None``: the backend's short default,
+        for a lease being released right now).
         """
 
     @abstractmethod
@@ -89,7 +100,7 @@ class NodeLink(ABC):
 
     @abstractmethod
     async def runner(self, owner: str, context_id: str, task_id: str) -> str | None:
-        """The live node running a turn of ``task_id`` now, or ``None``."""
+        """The live node running a turn of ``task_id`` now (under its context's lease or its task's), or ``None``."""
 
     @abstractmethod
     async def call(self, node_id: str, op: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
-from iac_code.cluster import NodeLink
+from iac_code.cluster import Lease, NodeLink, task_scope
 from iac_code.contexts import ContextRegistry
 from iac_code.dispatcher import RAW_PARAMS_KEY
 from iac_code.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
@@ -250,13 +250,35 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
 
     async def _start(self, request: RequestContext, context: ServerCallContext, existing: Task | None,
                      **options: Any) -> Turn:
+        lease = None
         try:
+            if self._link is not None and CONTEXT_STATE_KEY not in context.state:
+                lease = await self._lease_task(request, context)
+                link = self._link
+                options["on_end"] = lambda: link.release(lease, None)
             return await self.engine.start(request, context, existing, **options)
         except BaseException:
             reserved = context.state.pop(CONTEXT_STATE_KEY, None)
             if reserved is not None and self._contexts is not None:
                 await self._contexts.release(reserved)
+            if lease is not None:
+                await self._link.release(lease, None)  # type: ignore[union-attr]
             raise
+
+    async def _lease_task(self, request: RequestContext, context: ServerCallContext) -> Lease:
+        """With a shared backend, a turn that holds no context lease (an SDK executor's) leases its task.
+
+        Every node then finds the node running it (cancel, subscribe), and a survivor marks it
+        interrupted if that node dies. A second message for the task waits for the running turn,
+        as on one node, up to the forwarding timeout.
+        """
+        assert self._link is not None
+        task_id = request.task_id or ""
+        current = self.engine.running(task_id)
+        if current is not None and not self.turn_ends_in_input_required:
+            await current.done.wait()
+        wait = None if self.turn_ends_in_input_required else self._forward_timeout
+        return await self._link.lease(resolve_user_scope(context), task_scope(task_id), task_id, wait=wait)
 
     def _permission_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
         """The validated permission answer this message carries, or ``None`` for an ordinary message."""
@@ -457,7 +479,8 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         turn = self.engine.running(params.id)
         if turn is None and self._link is not None and task.status.state not in TERMINAL_STATES:
             node = await self._link.runner(resolve_user_scope(context), task.context_id, task.id)
-            if node is not None and node != self._link.node_id:
+            # A turn elsewhere is followed in the shared log; so is the next turn of an SDK task, on any node.
+            if (node is not None and node != self._link.node_id) or (node is None and not self.turn_ends_in_input_required):
                 async for event in self._follow_elsewhere(task, version, after, context):
                     yield event
                 return

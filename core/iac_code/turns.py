@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -247,6 +247,7 @@ class Turn:
         self._finished = False
         self._failed_task: Task | None = None
         self.trace_context = tracing.turn_context()  # the starting call's span: the turn's parent
+        self.on_end: Callable[[], Awaitable[None]] | None = None  # run once the executor is done, before callers hear
 
     # ------------------------------------------------------------------ callers
 
@@ -405,6 +406,11 @@ class Turn:
             self._publish(event)
 
     async def _finish(self, error: BaseException | None) -> None:
+        if self.on_end is not None:
+            try:
+                await self.on_end()
+            except Exception as exc:  # the turn is over either way; its callers must hear of it
+                logger.warning("Ending the turn of task %s: %s", self.task_id, type(exc).__name__)
         async with self.lock:
             self._finished = True
             if error is not None:
@@ -483,8 +489,12 @@ class TurnEngine:
         return len(self._turns)
 
     async def start(self, request: RequestContext, call_context: ServerCallContext, existing: Task | None, *,
-                    subscription: Subscription | None = None) -> Turn:
-        """Start a turn; a second message to a task mid-turn waits (SDK) or is refused (iac-code)."""
+                    subscription: Subscription | None = None,
+                    on_end: Callable[[], Awaitable[None]] | None = None) -> Turn:
+        """Start a turn; a second message to a task mid-turn waits (SDK) or is refused (iac-code).
+
+        ``on_end`` runs when the executor is done, before the turn's callers and subscribers hear of its end.
+        """
         task_id = request.task_id or ""
         while (current := self._turns.get(task_id)) is not None:
             if self.turn_ends_in_input_required:
@@ -493,6 +503,7 @@ class TurnEngine:
         owner = self.ensure_capacity(call_context)
         turn = Turn(self, request, call_context, existing)
         turn.owner = owner
+        turn.on_end = on_end
         self._per_owner[owner] = self._per_owner.get(owner, 0) + 1
         self._turns[task_id] = turn
         turn.subscribers.extend(self._parked.pop(task_id, ()))

@@ -37,7 +37,7 @@ from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion, Ver
 from a2a.utils.errors import InternalError, UnsupportedOperationError
 
 from iac_code.background import spawn
-from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError
+from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, task_scope
 from iac_code.errors import StartupError
 from iac_code.task_store import interruption, is_interrupted
 from iac_code.turns import ALREADY_WORKING
@@ -204,11 +204,11 @@ class RedisNodeLink(NodeLink):
     # ------------------------------------------------------------------ leases and contexts
 
     @_reachable
-    async def lease(self, owner: str, context_id: str, task_id: str) -> Lease:
+    async def lease(self, owner: str, context_id: str, task_id: str, *, wait: float | None = None) -> Lease:
         key = self._keys.lease(owner, context_id)
         held = HELD_SEPARATOR.join((owner, context_id, task_id))
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + LEASE_WAIT_SECONDS
+        deadline = loop.time() + (LEASE_WAIT_SECONDS if wait is None else wait)
         delay = 0.005
         while True:
             reply = await self._acquire(
@@ -238,15 +238,17 @@ class RedisNodeLink(NodeLink):
 
     @_reachable
     async def runner(self, owner: str, context_id: str, task_id: str) -> str | None:
-        raw = await self._client.get(self._keys.lease(owner, context_id))
-        if raw is None:
-            return None
-        node, _, rest = _text(raw).partition(" ")
-        if rest.partition(" ")[2] != task_id:
-            return None
-        if node != self.node_id and not await self._client.exists(self._keys.node(node)):
-            return None
-        return node
+        leases = await self._client.mget(self._keys.lease(owner, context_id), self._keys.lease(owner, task_scope(task_id)))
+        for raw in leases:
+            if raw is None:
+                continue
+            node, _, rest = _text(raw).partition(" ")
+            if rest.partition(" ")[2] != task_id:
+                continue
+            if node != self.node_id and not await self._client.exists(self._keys.node(node)):
+                return None
+            return node
+        return None
 
     # ------------------------------------------------------------------ forwarded calls
 
