@@ -18,18 +18,24 @@ class ShoutExecutor(AgentExecutor):
     """Answers in upper case; a prompt ending in '?' asks the caller for more input."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task = context.current_task
-        if task is None:
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        updater = await self.start_work(context, event_queue)
         text = context.get_user_input()
         await updater.add_artifact([Part(text=text.upper())], name="shout")
         if text.endswith("?"):
             await updater.requires_input(updater.new_agent_message([Part(text="Tell me more.")]))
             return
         await updater.complete(updater.new_agent_message([Part(text=text.upper())]))
+
+    @staticmethod
+    async def start_work(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
+        """The task (created from the message on the first turn), marked working."""
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        return updater
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
@@ -71,21 +77,13 @@ class WrongContextExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-class WaitingExecutor(AgentExecutor):
+class WaitingExecutor(ShoutExecutor):
     """``wait`` keeps its turn working until it is cancelled (at most a minute); other prompts as ShoutExecutor."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         if context.get_user_input() != "wait":
-            await ShoutExecutor().execute(context, event_queue)
+            await super().execute(context, event_queue)
             return
-        task = context.current_task
-        if task is None:
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        updater = await self.start_work(context, event_queue)
         await asyncio.sleep(60)  # long work: a test cancels it, or kills its server
         await updater.complete()
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
