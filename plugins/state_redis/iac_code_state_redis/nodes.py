@@ -331,9 +331,12 @@ class RedisNodeLink(NodeLink):
                 continue
             try:
                 await self._interrupt(owner, task_id)
-            except ConcurrentTaskModificationError:
-                await self._client.delete(self._keys.reaping(task_id))  # changed meanwhile: the next round looks again
-                continue
+            except Exception as exc:  # changed meanwhile, or Redis failed: the next round (any survivor) tries again
+                with contextlib.suppress(redis.RedisError, OSError):
+                    await self._client.delete(self._keys.reaping(task_id))
+                if isinstance(exc, ConcurrentTaskModificationError):
+                    continue
+                raise
             if force:
                 await self._client.delete(lease_key)
             await self._client.hdel(held_key, lease_key)
