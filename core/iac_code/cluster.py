@@ -48,7 +48,8 @@ class NodeUnavailableError(Exception):
 
 @dataclass(frozen=True)
 class Lease:
-    """One context held by this node for one turn; ``token`` grows with every grant (fencing).
+    """One context (or one task, :func:`task_scope`) held by this node for one turn; ``token`` grows
+    with every grant (fencing).
 
     ``snapshot`` is the context's stored state, read together with the grant (``None``: a new context).
     """

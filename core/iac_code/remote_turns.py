@@ -87,7 +87,7 @@ class RemoteTurns:
 
     async def _follow_elsewhere(self, task: Task, version: int, after: int | None,
                                 context: ServerCallContext) -> AsyncGenerator[Any, None]:
-        """SubscribeToTask to a turn running on another node: its event log, pushed from Redis.
+        """SubscribeToTask to a turn running on another node (or an SDK task between turns): its event log, pushed.
 
         Without ``after`` (or when the missed events are no longer retained) the stream
         opens with the task snapshot and follows from its version; it ends where a

@@ -250,35 +250,33 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
 
     async def _start(self, request: RequestContext, context: ServerCallContext, existing: Task | None,
                      **options: Any) -> Turn:
-        lease = None
+        link, lease = self._link, None
         try:
-            if self._link is not None and CONTEXT_STATE_KEY not in context.state:
-                lease = await self._lease_task(request, context)
-                link = self._link
+            if link is not None and CONTEXT_STATE_KEY not in context.state:
+                lease = await self._lease_task(link, request, context)
                 options["on_end"] = lambda: link.release(lease, None)
             return await self.engine.start(request, context, existing, **options)
         except BaseException:
             reserved = context.state.pop(CONTEXT_STATE_KEY, None)
             if reserved is not None and self._contexts is not None:
                 await self._contexts.release(reserved)
-            if lease is not None:
-                await self._link.release(lease, None)  # type: ignore[union-attr]
+            if link is not None and lease is not None:
+                await link.release(lease, None)
             raise
 
-    async def _lease_task(self, request: RequestContext, context: ServerCallContext) -> Lease:
+    async def _lease_task(self, link: NodeLink, request: RequestContext, context: ServerCallContext) -> Lease:
         """With a shared backend, a turn that holds no context lease (an SDK executor's) leases its task.
 
         Every node then finds the node running it (cancel, subscribe), and a survivor marks it
         interrupted if that node dies. A second message for the task waits for the running turn,
         as on one node, up to the forwarding timeout.
         """
-        assert self._link is not None
         task_id = request.task_id or ""
         current = self.engine.running(task_id)
         if current is not None and not self.turn_ends_in_input_required:
             await current.done.wait()
         wait = None if self.turn_ends_in_input_required else self._forward_timeout
-        return await self._link.lease(resolve_user_scope(context), task_scope(task_id), task_id, wait=wait)
+        return await link.lease(resolve_user_scope(context), task_scope(task_id), task_id, wait=wait)
 
     def _permission_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
         """The validated permission answer this message carries, or ``None`` for an ordinary message."""
