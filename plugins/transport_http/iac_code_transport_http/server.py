@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from a2a.server.jsonrpc_models import JSONRPCError
 from aiohttp import web
+from multidict import CIMultiDict
 
 from iac_code import compat03, jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
@@ -135,6 +136,12 @@ def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
     return web.Response(body=body, status=status, content_type="application/json", headers=headers)
 
 
+def unauthorized(challenges: list[str]) -> web.Response:
+    """The 401 of a refused request: ``{"error":"Unauthorized"}`` and one ``WWW-Authenticate`` per scheme."""
+    return web.Response(body=UNAUTHORIZED_BODY, status=401, content_type="application/json",
+                        headers=CIMultiDict(("WWW-Authenticate", value) for value in challenges))
+
+
 def _closing(response: web.Response) -> web.Response:
     response.force_close()
     return response
@@ -191,6 +198,8 @@ class HttpTransport:
         self._ping_seconds = float(getattr(config, "sse_ping_seconds", 15.0))
         self._public_url = str(getattr(config, "public_url", "") or "")
         self._public_paths = {"/health", "/ready"}
+        if getattr(config, "card_public", False):
+            self._public_paths.add(CARD_PATH)  # the card only advertises schemes; the rest stays protected
         self._limits = ConnectionLimits.of(config)
         self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
@@ -232,7 +241,7 @@ class HttpTransport:
         if authenticator.enabled and request.path not in self._public_paths:
             principal = authenticator.authenticate(request.headers)
             if principal is None:
-                return _json(UNAUTHORIZED_BODY, 401)
+                return unauthorized(authenticator.challenges())
             request[PRINCIPAL_KEY] = principal
         try:
             return await handler(request)
