@@ -578,3 +578,23 @@ async def test_each_push_carries_its_events_state_in_order_across_retries(queue:
         got = await hook.wait_for(len(streamed) + 1)  # the first attempt was answered 503
         assert got[0].headers["Idempotency-Key"] == got[1].headers["Idempotency-Key"]
         assert [_kind_and_state(r.body) for r in got[1:]] == streamed
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+async def test_a_restarted_server_chains_a_tasks_next_push_to_the_one_queued_before(queue: str, prefix: str,
+                                                                                    tmp_path: Path) -> None:
+    """The first turn's push is still retrying after a restart: the next turn's push waits for it."""
+    base = {**FAST, **queue_settings(queue, prefix), "persistence-dir": str(tmp_path / "state"),
+            "push-retry-base-delay": 2.0, "push-retry-max-delay": 2.0}
+    async with receiver(statuses=[503]) as hook, aiohttp.ClientSession() as http:
+        async with start_server({**base, "push-delivery": "external"}) as server:  # queued, not delivered
+            task = await send_with_push(http, server.url, hook.url)
+        async with start_server(base) as server:
+            (first,) = await hook.wait_for(1)  # the first turn's push, answered 503: retried in about 2 s
+            body = send_message_body("hello again", message_id=uuid.uuid4().hex, taskId=task["id"],
+                                     contextId=task["contextId"])
+            async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+                assert (await r.json())["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            got = await hook.wait_for(3)
+        keys = [r.headers["Idempotency-Key"] for r in got]
+        assert keys[1] == keys[0] != keys[2]  # the retry first, then the second turn's push

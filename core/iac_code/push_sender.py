@@ -136,6 +136,7 @@ class QueueingPushSender(PushNotificationSender):
                 return
             trace = tracing.current_trace_carrier()  # the turn's context: this task inherited it
             jobs = []
+            queued_through = getattr(self._queue, "queued_through", None)
             for owner_key, config in targets:
                 try:
                     self._guard.check_static(config.url)
@@ -144,8 +145,11 @@ class QueueingPushSender(PushNotificationSender):
                                    task_id, config.id, exc)
                     continue
                 key = order_key(owner_key, task_id, config.id or task_id)
+                prev_seq = self._last_seq.get(key)
+                if prev_seq is None:  # not queued by this process (restart, or another node's turn)
+                    prev_seq = await queued_through(key) if queued_through is not None else 0
                 job = PushJob.new(task_id=task_id, config_id=config.id, owner=owner_key, url=config.url,
-                                  payload=payload, prev_seq=self._last_seq.get(key, 0), trace=trace)
+                                  payload=payload, prev_seq=prev_seq, trace=trace)
                 jobs.append((key, job))
             if not jobs:
                 return
