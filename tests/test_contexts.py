@@ -10,11 +10,9 @@ import asyncio
 import hashlib
 import json
 import os
-import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import aiohttp
 import pytest
@@ -316,7 +314,7 @@ async def test_subscribe_to_finished_tasks_fails_at_once(probe: Caller) -> None:
 # ----------------------------------------------------------------------------- artifacts and errors
 
 
-async def test_template_artifact_is_a_file_url(server: RunningServer, http: aiohttp.ClientSession) -> None:
+async def test_template_artifact_is_an_http_url(server: RunningServer, http: aiohttp.ClientSession) -> None:
     body = message("Create a VPC with two vSwitches", "m1")
     body["method"] = "SendStreamingMessage"
     async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
@@ -329,20 +327,19 @@ async def test_template_artifact_is_a_file_url(server: RunningServer, http: aioh
     updates = [e["result"]["artifactUpdate"] for e in events if "artifactUpdate" in e["result"]]
     assert len(updates) == 1
     part = updates[0]["artifact"]["parts"][0]
-    assert part["url"].startswith("file://") and part["mediaType"] == "text/yaml"
-    path = Path(unquote(urlparse(part["url"]).path))
-    content = path.read_bytes()
+    assert part["url"].startswith(server.url + "iac-code/artifacts/") and part["mediaType"] == "text/yaml"
+    async with http.get(part["url"]) as r:
+        content = await r.read()
     assert part["metadata"] == {"mediaType": "text/yaml", "byteSize": len(content),
                                 "sha256": hashlib.sha256(content).hexdigest()}
     assert b"ALIYUN::ECS::VSwitch" in content
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert path.is_relative_to(server.kernel.config.resolved_artifact_dir().resolve())
     tools = [e["result"]["statusUpdate"]["metadata"]["iac_code"]["tool"] for e in events
              if "statusUpdate" in e["result"] and "tool" in e["result"]["statusUpdate"].get("metadata", {}).get(
                  "iac_code", {})]
     completed = [t for t in tools if t["status"] == "completed" and t["name"] == "write_file"][0]
     assert "ALIYUN::ECS::VSwitch" not in json.dumps(completed)
     assert completed["artifact"]["sha256"] == hashlib.sha256(content).hexdigest()
+    assert completed["artifact"]["url"] == part["url"]
     task_id = updates[0]["taskId"]
     got = await Caller(server, http)({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}})
     assert got["result"]["artifacts"][0]["parts"][0]["url"] == part["url"]

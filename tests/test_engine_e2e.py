@@ -77,7 +77,10 @@ async def test_generate_edit_review_convert_deploy(tmp_path: Path, monkeypatch: 
         template = fenced(answer_text(first))
         assert resource_types(template).count("ALIYUN::ECS::VSwitch") == 2
         assert (tmp_path / "template.ros.yaml").exists()
-        assert first["artifacts"][0]["parts"][0]["url"].startswith("file://")
+        url = first["artifacts"][0]["parts"][0]["url"]
+        assert url.startswith(server.url + "iac-code/artifacts/")
+        async with http.get(url) as r:
+            assert yaml.safe_load(await r.text()) == template  # what a remote client fetches
 
         # 2. follow-up edit in the same context
         second = await turn(http, server, message("use 3 vSwitches", "m2", ctx, tmp_path))
@@ -87,7 +90,7 @@ async def test_generate_edit_review_convert_deploy(tmp_path: Path, monkeypatch: 
 
         # 3. review the artifact (the workspace file the turn wrote)
         third = await turn(http, server, message("review template.ros.yaml", "m3", ctx, tmp_path))
-        report = json.loads(Path(third["artifacts"][0]["parts"][0]["url"][len("file://"):]).read_text())
+        report = json.loads(third["artifacts"][0]["parts"][1]["text"])  # small: inline beside its URL
         assert report["format"] == "ros" and "summary" in report
 
         # 4. convert a Terraform file from the workspace
@@ -226,7 +229,7 @@ async def test_each_family_generate_edit_review_convert(family: str, tmp_path: P
         assert second["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
         third = await turn(http, server, message("review template.ros.yaml", "m3", ctx, tmp_path))
-        report = json.loads(Path(third["artifacts"][0]["parts"][0]["url"][len("file://"):]).read_text())
+        report = json.loads(third["artifacts"][0]["parts"][1]["text"])  # small: inline beside its URL
         assert report["format"] == "ros"
         assert not [f for f in report["findings"] if f["severity"] == "error"], report["findings"]
 

@@ -217,7 +217,7 @@ async def test_server_files_are_refused_as_file_url_parts(layout: Layout, roots:
     async with serve(layout) as client:
         owner = await first_task(client, layout)
         stored = await client.kernel.artifacts.save(owner, "template.yaml", "text/yaml", f"body: {ARTIFACT_SECRET}\n")
-        artifact = layout.artifacts / owner / stored.name
+        artifact = layout.artifacts / owner / stored.artifact_id / stored.name
         assert artifact.is_file()
         failures: list[str] = []
         for index, (label, (url, target)) in enumerate(file_urls(layout, artifact).items()):
@@ -243,7 +243,7 @@ async def test_a_task_reads_only_its_own_artifacts(layout: Layout) -> None:
         other = await client.send([{"text": "another task"}], layout.workspace, "other")
         other_id, other_context = other["result"]["task"]["id"], other["result"]["task"]["contextId"]
         stored = await client.kernel.artifacts.save(owner, "template.yaml", "text/yaml", f"body: {ARTIFACT_SECRET}\n")
-        artifact = layout.artifacts / owner / stored.name
+        artifact = layout.artifacts / owner / stored.artifact_id / stored.name
         part = {"url": artifact.as_uri(), "mediaType": "text/yaml"}
         content = artifact.read_bytes()
         # Another task's follow-up and a new task are refused.

@@ -24,7 +24,14 @@ import pytest
 import yaml
 from aiohttp import web
 
-from iac_code.testing import A2A_HEADERS, redis_url, send_message_body, start_redis_server, start_server
+from iac_code.testing import (
+    A2A_HEADERS,
+    parse_sse,
+    redis_url,
+    send_message_body,
+    start_redis_server,
+    start_server,
+)
 
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
 TOKEN = "push-token-" + uuid.uuid4().hex
@@ -550,3 +557,44 @@ async def test_storing_a_config_looks_the_name_up_once(monkeypatch: pytest.Monke
         async with http.post(server.url, json={**create, "id": 3}, headers=A2A_HEADERS) as r:
             refused = (await r.json())["error"]  # the next call looks it up again, and now it is private
         assert refused["message"] == "A2A push callback URL must not resolve to private or local hosts"
+
+
+def _kind_and_state(event: dict[str, Any]) -> tuple[str, str]:
+    kind = next(k for k in ("task", "statusUpdate", "artifactUpdate", "message") if k in event)
+    return kind, event[kind].get("status", {}).get("state", "")
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+async def test_each_push_carries_its_events_state_in_order_across_retries(queue: str, prefix: str) -> None:
+    """Every event of a turn is pushed as it was when it happened, in the stream's order, the first one after a retry."""
+    settings = {**FAST, **queue_settings(queue, prefix), "push-events": "all"}
+    async with receiver(statuses=[503]) as hook, start_server(settings) as server, aiohttp.ClientSession() as http:
+        body = send_message_body("hello", message_id=uuid.uuid4().hex, method="SendStreamingMessage")
+        body["params"]["configuration"] = {"taskPushNotificationConfig": push_config(hook.url, id="hook-1")}
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            events, _ = parse_sse(await r.text())
+        streamed = [_kind_and_state(e["result"]) for e in events]
+        assert streamed[0] == ("task", "TASK_STATE_SUBMITTED") and streamed[-1][1] == "TASK_STATE_INPUT_REQUIRED"
+        got = await hook.wait_for(len(streamed) + 1)  # the first attempt was answered 503
+        assert got[0].headers["Idempotency-Key"] == got[1].headers["Idempotency-Key"]
+        assert [_kind_and_state(r.body) for r in got[1:]] == streamed
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+async def test_a_restarted_server_chains_a_tasks_next_push_to_the_one_queued_before(queue: str, prefix: str,
+                                                                                    tmp_path: Path) -> None:
+    """The first turn's push is still retrying after a restart: the next turn's push waits for it."""
+    base = {**FAST, **queue_settings(queue, prefix), "persistence-dir": str(tmp_path / "state"),
+            "push-retry-base-delay": 2.0, "push-retry-max-delay": 2.0}
+    async with receiver(statuses=[503]) as hook, aiohttp.ClientSession() as http:
+        async with start_server({**base, "push-delivery": "external"}) as server:  # queued, not delivered
+            task = await send_with_push(http, server.url, hook.url)
+        async with start_server(base) as server:
+            (first,) = await hook.wait_for(1)  # the first turn's push, answered 503: retried in about 2 s
+            body = send_message_body("hello again", message_id=uuid.uuid4().hex, taskId=task["id"],
+                                     contextId=task["contextId"])
+            async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+                assert (await r.json())["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            got = await hook.wait_for(3)
+        keys = [r.headers["Idempotency-Key"] for r in got]
+        assert keys[1] == keys[0] != keys[2]  # the retry first, then the second turn's push

@@ -20,6 +20,7 @@ from a2a.auth.user import User
 from iac_code.config import ServerConfig
 
 ANONYMOUS = ""
+REALM = "iac-code"
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,21 @@ class Authenticator:
         self.api_key_header = config.api_key_header.lower()
         self.api_key_header_name = config.api_key_header
         self.enabled = bool(self.token or self.basic or self.api_key)
+
+    def challenges(self, realm: str = REALM) -> list[str]:
+        """``WWW-Authenticate`` values of a 401 (RFC 9110 §11.6.1): one per configured scheme.
+
+        API keys have no registered scheme; ``ApiKey realm=…, header=…`` names the header to send.
+        """
+        values: list[str] = []
+        if self.token:
+            values.append(f'Bearer realm="{realm}"')
+        if self.basic:
+            values.append(f'Basic realm="{realm}"')
+        if self.api_key:
+            header = self.api_key_header_name.replace("\\", "\\\\").replace('"', '\\"')
+            values.append(f'ApiKey realm="{realm}", header="{header}"')
+        return values
 
     def authenticate(self, headers: Mapping[str, str]) -> Principal | None:
         """Return the caller's principal, or ``None`` when no scheme is satisfied.

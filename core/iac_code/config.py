@@ -159,9 +159,14 @@ class ServerConfig(BaseModel):
     basic_password: str = Field("", description="Basic auth password; falls back to IACCODE_A2A_BASIC_PASSWORD.")
     api_key: str = Field("", description="API key; falls back to IACCODE_A2A_API_KEY.")
     api_key_header: str = Field("", description="API key header; falls back to IACCODE_A2A_API_KEY_HEADER, then X-API-Key.")
+    card_public: bool = Field(
+        False, description="Serve GET /.well-known/agent-card.json without credentials (every other route still "
+        "needs them).")
 
     persistence_dir: str = Field("", description="State directory (default <config-dir>/a2a).")
     artifact_dir: str = Field("", description="Artifact payload directory (default <persistence-dir>/artifacts).")
+    artifact_inline_bytes: int = Field(
+        65536, ge=0, description="Text artifacts up to this size are also given inline, as a text part (0: never).")
     context_idle_timeout: float = Field(3600.0, gt=0, description="Seconds before an idle context leaves memory.")
     push_notifications: bool = Field(False, description="Enable the push-notification config API and delivery.")
     push_queue: str = Field("local-file", description="Push delivery queue plugin: local-file or redis-streams.")

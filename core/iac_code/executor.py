@@ -73,8 +73,9 @@ class RuntimeExecutor(AgentExecutor):
     def __init__(self, runtime: AgentRuntime, contexts: ContextRegistry, artifacts: ArtifactStore, *,
                  policy: PermissionPolicy, broker: PermissionBroker, audit: AuditLog,
                  exposure: frozenset[str] = frozenset({"tool_trace"}),
-                 permission_timeout: float | None = None) -> None:
+                 permission_timeout: float | None = None, inline_bytes: int = 65536) -> None:
         self._runtime = runtime
+        self._inline_bytes = inline_bytes
         self.contexts = contexts
         self._artifacts = artifacts
         self.policy = policy
@@ -175,13 +176,21 @@ class RuntimeExecutor(AgentExecutor):
 
     async def _store_artifact(self, turn: TurnRequest, payload: ArtifactPayload,
                               updater: TaskUpdater) -> dict[str, Any]:
-        """Store the payload, emit a TaskArtifactUpdateEvent, return its reference for tool metadata."""
+        """Store the payload, emit a TaskArtifactUpdateEvent, return its reference for tool metadata.
+
+        The first part is the artifact's URL (the HTTP route serving it); a payload of at most
+        ``artifact-inline-bytes`` also comes inline as a second, text part with the same metadata.
+        """
         stored = await self._artifacts.save(turn.task_id, payload.name, payload.media_type, payload.text)
-        reference = {"name": stored.name, "url": stored.uri, "mediaType": stored.media_type,
-                     "byteSize": stored.byte_size, "sha256": stored.sha256}
-        part = Part(url=stored.uri, media_type=stored.media_type, filename=stored.name)
-        part.metadata.update({"mediaType": stored.media_type, "byteSize": stored.byte_size, "sha256": stored.sha256})
-        await updater.add_artifact([part], name=stored.name,
+        reference = {"artifactId": stored.artifact_id, "name": stored.name, "url": stored.uri,
+                     "mediaType": stored.media_type, "byteSize": stored.byte_size, "sha256": stored.sha256}
+        described = {"mediaType": stored.media_type, "byteSize": stored.byte_size, "sha256": stored.sha256}
+        parts = [Part(url=stored.uri, media_type=stored.media_type, filename=stored.name)]
+        if stored.byte_size <= self._inline_bytes:
+            parts.append(Part(text=payload.text, media_type=stored.media_type, filename=stored.name))
+        for part in parts:
+            part.metadata.update(described)
+        await updater.add_artifact(parts, artifact_id=stored.artifact_id, name=stored.name,
                                    metadata={"iac_code": {"artifact": reference}})
         return reference
 

@@ -222,7 +222,8 @@ class Kernel:
             runtime, self.contexts, self.artifacts,
             policy=PermissionPolicy(rules.allow, rules.deny, self.config.auto_approve_permissions),
             broker=self.permissions, audit=AuditLog(self.config.resolved_audit_log()),
-            exposure=self.config.thinking_types, permission_timeout=self.config.permission_timeout or None)
+            exposure=self.config.thinking_types, permission_timeout=self.config.permission_timeout or None,
+            inline_bytes=self.config.artifact_inline_bytes)
         return executor, InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import inspect
 import logging
 import random
@@ -53,8 +54,9 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 LAST_ERROR_LIMIT = 1000
 CLAIM_WAIT = 0.25
 CLAIM_BATCH = 64
-# How long a job waits for its predecessor before it goes anyway (a lost "done" mark must not block forever).
-ORDER_WAIT_LIMIT = 600.0
+# How long a job waits for its predecessor beyond the predecessor's whole retry schedule before it goes
+# anyway (a lost "done" mark must not block a configuration forever).
+ORDER_WAIT_MARGIN = 600.0
 _PATH = re.compile(r"(?:[A-Za-z]:\\|/)(?:[^\s'\"]+[/\\])+[^\s'\"]*")
 
 
@@ -74,6 +76,15 @@ class DeliverySettings:
         return cls(timeout=config.push_timeout, max_attempts=config.push_max_attempts,
                    retry_base_delay=config.push_retry_base_delay, retry_max_delay=config.push_retry_max_delay,
                    concurrency=config.push_concurrency, issuer=issuer)
+
+    @functools.cached_property
+    def order_wait_limit(self) -> float:
+        """Seconds a job waits for its predecessor: past every attempt and backoff it can have, plus a margin."""
+        growing = min(self.max_attempts - 1, 60)  # past 2^60 × base every delay is the cap
+        backoff = 1.2 * (sum(min(self.retry_max_delay, self.retry_base_delay * 2 ** (n - 1))
+                             for n in range(1, growing + 1))
+                         + (self.max_attempts - 1 - growing) * self.retry_max_delay)
+        return ORDER_WAIT_MARGIN + backoff + self.max_attempts * (self.timeout + CLAIM_WAIT + 1.0)
 
     def delay(self, attempt: int) -> float:
         """Backoff before attempt ``attempt + 1`` (``attempt`` ≥ 1): base × 2^(n−1), capped, ±20 % jitter."""
@@ -234,7 +245,7 @@ class PushDeliveryWorker:
         key = job.order_key
         async with self._locks.hold(key):
             now = time.time()
-            if job.prev_seq and now - job.created_at < ORDER_WAIT_LIMIT and \
+            if job.prev_seq and now - job.created_at < self.settings.order_wait_limit and \
                     await self.queue.done_through(key) < job.prev_seq:
                 waited = max(0.0, now - job.created_at)
                 await self.queue.retry(claimed, job.rescheduled(at=now + min(1.0, 0.05 + waited / 10)))

@@ -9,7 +9,8 @@ rebuilt from the stored configuration at each attempt. Queues store jobs only as
 :class:`JobCodec` output, which is encrypted (spec: push.md §3.1, §5.3).
 
 Ordering: jobs for one (owner, task, config) share an :attr:`PushJob.order_key`;
-``seq`` grows along it and ``prev_seq`` names the job before. The worker
+``seq`` grows along it and ``prev_seq`` names the job before (found, when the sender did
+not queue it itself, through :meth:`PushQueue.queued_through`). The worker
 delivers a job only once its predecessor is done (delivered or dead-lettered),
 as recorded by the queue's :meth:`PushQueue.mark_done`.
 """
@@ -172,6 +173,13 @@ class PushQueue(Protocol):
 
     async def done_through(self, key: str) -> int:
         """The highest ``seq`` recorded done for ``key`` (0 when none is known)."""
+        ...
+
+    async def queued_through(self, key: str) -> int:
+        """The highest ``seq`` enqueued for ``key`` (0 when none is known); ``enqueue`` records it
+        with the jobs, kept at least a day. A sender that did not queue ``key``'s last job itself
+        (it restarted, or the task's previous turn ran on another node) chains the next job to it.
+        Optional: a queue without it orders only the jobs one sender process queued."""
         ...
 
     async def depth(self) -> dict[str, int]:

@@ -94,8 +94,11 @@ class QueueingPushSender(PushNotificationSender):
         """Start enqueueing ``event``'s jobs and return at once (see :meth:`flushed`)."""
         if not self.wants(event):
             return
+        # The payload is taken now: the SDK hands the creation event over as its live task object,
+        # which later events of the turn go on changing while the enqueue waits its turn.
+        payload = message_to_json(to_stream_response(event))
         previous = self._tails.get(task_id)
-        job = spawn(self._enqueue(task_id, event, previous), name=f"push-enqueue-{task_id}")
+        job = spawn(self._enqueue(task_id, payload, previous), name=f"push-enqueue-{task_id}")
         self._tails[task_id] = job
         pending = self._pending.setdefault(task_id, set())
         pending.add(job)
@@ -122,7 +125,7 @@ class QueueingPushSender(PushNotificationSender):
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _enqueue(self, task_id: str, event: Any, previous: asyncio.Task[None] | None) -> None:
+    async def _enqueue(self, task_id: str, payload: dict[str, Any], previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
             await asyncio.gather(previous, return_exceptions=True)
         try:
@@ -131,9 +134,9 @@ class QueueingPushSender(PushNotificationSender):
             targets = await self._store.dispatch_targets(task_id)
             if not targets:
                 return
-            payload = message_to_json(to_stream_response(event))
             trace = tracing.current_trace_carrier()  # the turn's context: this task inherited it
             jobs = []
+            queued_through = getattr(self._queue, "queued_through", None)
             for owner_key, config in targets:
                 try:
                     self._guard.check_static(config.url)
@@ -142,8 +145,11 @@ class QueueingPushSender(PushNotificationSender):
                                    task_id, config.id, exc)
                     continue
                 key = order_key(owner_key, task_id, config.id or task_id)
+                prev_seq = self._last_seq.get(key)
+                if prev_seq is None:  # not queued by this process (restart, or another node's turn)
+                    prev_seq = await queued_through(key) if queued_through is not None else 0
                 job = PushJob.new(task_id=task_id, config_id=config.id, owner=owner_key, url=config.url,
-                                  payload=payload, prev_seq=self._last_seq.get(key, 0), trace=trace)
+                                  payload=payload, prev_seq=prev_seq, trace=trace)
                 jobs.append((key, job))
             if not jobs:
                 return

@@ -177,7 +177,10 @@ class TextView(View):
             self._say(f"[red]✗[/red] {name}: {escape(str(error)[:200])}")
 
     def _artifact(self, artifact: dict[str, Any]) -> None:
-        for part in artifact.get("parts", []) or []:
+        parts = artifact.get("parts", []) or []
+        if any(part.get("url") for part in parts):  # a served artifact's inline copy is not another artifact
+            parts = [part for part in parts if part.get("url")]
+        for part in parts:
             url = part.get("url") or ""
             meta = part.get("metadata", {}) if isinstance(part.get("metadata"), dict) else {}
             path = unquote(urlsplit(url).path) if url.startswith("file://") else url

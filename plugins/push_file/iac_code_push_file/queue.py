@@ -7,6 +7,7 @@ Layout under ``<persistence-dir>/push_queue/`` (directories ``0700``, files ``06
     dead/<seq:20>-<jobId>.job                         dead letters (kept, never retried)
     dead/<seq:20>-<tag>-<ns>.corrupt                  files that could not be read, kept raw
     done/<order key>                                  ordering mark: the highest seq done for that key
+    queued/<order key>                                ordering mark: the highest seq queued for that key
 
 A file holds ``codec.encode(job)`` (encrypted JSON) and nothing else: everything
 the queue needs to schedule (due time, FIFO sequence, lease expiry) is in the
@@ -38,7 +39,10 @@ may lose the newest, which only delays a successor by the worker's bounded order
 wait. A mark is never lowered by this process; two processes raising one key at
 the same instant may leave the lower value (again only a bounded delay). Marks
 untouched for ``DONE_TTL`` seconds are pruned. A bounded in-memory LRU keeps this
-process's own marks too, in case a mark file cannot be written.
+process's own marks too, in case a mark file cannot be written. ``queued/<order key>``
+(:meth:`LocalFileQueue.queued_through`) holds the highest ``seq`` queued for the key,
+written with the job, so a sender that restarted (or another process) chains a
+configuration's next job to the last one queued before it.
 """
 
 from __future__ import annotations
@@ -167,6 +171,7 @@ class LocalFileQueue:
         self.inflight = self.directory / "inflight"
         self.dead = self.directory / "dead"
         self.done = self.directory / "done"
+        self.queued = self.directory / "queued"
         self._codec = codec
         self._lease_ms = max(1, int(lease_timeout_ms))
         self._poll = poll_interval
@@ -195,7 +200,7 @@ class LocalFileQueue:
 
     def _prepare(self) -> None:
         private_dir(self.directory)
-        for directory in (self.pending, self.inflight, self.dead, self.done):
+        for directory in (self.pending, self.inflight, self.dead, self.done, self.queued):
             private_dir(directory)
         swept = sweep_temp_files(self.directory)
         if swept:
@@ -222,7 +227,11 @@ class LocalFileQueue:
             return
         now = _now_ms()
         writes = [(self.pending / pending_name(job, now), self._codec.encode(job)) for job in jobs]
-        await self._commit(writes, [])
+        marks: dict[Path, int] = {}
+        for job in jobs:
+            path = self._mark_file(job.order_key, self.queued)
+            marks[path] = max(job.seq, marks.get(path, 0))
+        await self._commit(writes, [], marks)
 
     async def ack(self, claimed: ClaimedJob) -> None:
         """Remove the delivered job's lease file."""
@@ -494,25 +503,30 @@ class LocalFileQueue:
             self._done.move_to_end(key)
         return max(known, on_disk)
 
+    async def queued_through(self, key: str) -> int:
+        """The highest ``seq`` queued for ``key`` (by any process on the directory), 0 when unknown."""
+        return await asyncio.to_thread(_read_mark, self._mark_file(key, self.queued))
+
     def _remember(self, key: str, seq: int) -> None:
         self._done[key] = max(seq, self._done.get(key, 0))
         self._done.move_to_end(key)
         while len(self._done) > self._done_keys:
             self._done.popitem(last=False)
 
-    def _mark_file(self, key: str) -> Path:
+    def _mark_file(self, key: str, directory: Path | None = None) -> Path:
         name = key if _SAFE_ID.fullmatch(key) else hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return self.done / name
+        return (directory or self.done) / name
 
     def _prune_marks(self) -> None:
-        """Delete done marks not updated for ``DONE_TTL`` seconds (worker thread)."""
+        """Delete done and queued marks not updated for ``DONE_TTL`` seconds (worker thread)."""
         self._next_prune = time.monotonic() + PRUNE_INTERVAL
         horizon = time.time() - DONE_TTL
-        with os.scandir(self.done) as entries:
-            for entry in entries:
-                with contextlib.suppress(OSError):
-                    if not entry.name.startswith(".") and entry.stat().st_mtime < horizon:
-                        os.unlink(entry.path)
+        for directory in (self.done, self.queued):
+            with contextlib.suppress(FileNotFoundError), os.scandir(directory) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        if not entry.name.startswith(".") and entry.stat().st_mtime < horizon:
+                            os.unlink(entry.path)
 
     # ------------------------------------------------------------------ legacy layout
 
@@ -569,7 +583,7 @@ def _write_marks(batch: list[_Change]) -> None:
             if _read_mark(path) < seq:
                 atomic_write(path, str(seq).encode(), sync_dir=False, sync_file=False)
         except OSError as exc:  # advisory: the successor waits at most the worker's order wait
-            logger.warning("Push queue: could not write done mark %s (%s)", path.name, type(exc).__name__)
+            logger.warning("Push queue: could not write ordering mark %s (%s)", path.name, type(exc).__name__)
 
 
 def _commit_batch(batch: Iterable[_Change]) -> None:

@@ -7,6 +7,7 @@ Keys (names from the configuration):
 ``push-retry-key``        sorted set   jobs due later; member = encoded job, score = due time
 ``push-dead-stream``      stream       dead letters; field ``job`` (capped, see below)
 ``<push-stream>:done:*``  string       highest ``seq`` done per ordering key (1 day TTL)
+``<push-stream>:queued:*`` string       highest ``seq`` queued per ordering key (1 day TTL), set with the job
 ========================  ===========  =====================================================
 
 Where this differs from the spec's description of the original code, on purpose:
@@ -233,6 +234,10 @@ class RedisStreamsQueue:
         """The Redis key holding ordering key ``key``'s highest done ``seq``."""
         return f"{self.stream}:done:{key}"
 
+    def queued_key(self, key: str) -> str:
+        """The Redis key holding ordering key ``key``'s highest queued ``seq``."""
+        return f"{self.stream}:queued:{key}"
+
     def _clean(self, exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"
         for secret in self._secrets:
@@ -330,6 +335,10 @@ class RedisStreamsQueue:
         now = time.time()
         encoded = [(job.next_attempt_at, self.codec.encode(job)) for job in jobs]
 
+        marks: dict[str, int] = {}
+        for job in jobs:
+            marks[job.order_key] = max(job.seq, marks.get(job.order_key, 0))
+
         async def op() -> None:
             async with self._redis.pipeline(transaction=True) as pipe:
                 for due, data in encoded:
@@ -337,6 +346,9 @@ class RedisStreamsQueue:
                         pipe.zadd(self.retry_key, {data: due})
                     else:
                         pipe.xadd(self.stream, {"job": data})
+                for key, seq in marks.items():
+                    await self._mark_done(keys=[self.queued_key(key)], args=[str(seq), DONE_TTL_SECONDS],
+                                          client=pipe)
                 await pipe.execute()
 
         await self._call("enqueue", op)
@@ -476,14 +488,20 @@ class RedisStreamsQueue:
 
     async def done_through(self, key: str) -> int:
         """The highest ``seq`` marked done for ``key`` (0 when none is known)."""
-        raw = await self._call("done_through", lambda: self._redis.get(self.done_key(key)))
+        return await self._read_mark("done_through", self.done_key(key))
+
+    async def queued_through(self, key: str) -> int:
+        """The highest ``seq`` queued for ``key`` (0 when none is known)."""
+        return await self._read_mark("queued_through", self.queued_key(key))
+
+    async def _read_mark(self, what: str, name: str) -> int:
+        raw = await self._call(what, lambda: self._redis.get(name))
         if raw is None:
             return 0
         try:
             return int(raw)
         except ValueError:
-            log.warning("Redis push queue at %s: done mark %s is not a number; ignored.", self.location,
-                        self.done_key(key))
+            log.warning("Redis push queue at %s: ordering mark %s is not a number; ignored.", self.location, name)
             return 0
 
     async def depth(self) -> dict[str, int]:

@@ -25,15 +25,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from a2a.server.context import ServerCallContext
 from a2a.server.jsonrpc_models import JSONRPCError
 from aiohttp import web
+from multidict import CIMultiDict
 
 from iac_code import compat03, jsonio
-from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal
+from iac_code.artifacts import ROUTE_PREFIX
+from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.dispatcher import CallInfo
 from iac_code.records import InterfaceInfo
 from iac_code.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestReply, RestRoute, error_reply
@@ -71,6 +75,7 @@ ACCEPTED_ENCODINGS = "gzip, deflate"
 TOO_LARGE_TEXT = "Request payload too large"
 BODY_TIMEOUT_TEXT = "Request body not received in time"
 BAD_BODY_TEXT = "Malformed request body"
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
 
 
 class BodyDecodingError(Exception):
@@ -135,6 +140,12 @@ def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
     return web.Response(body=body, status=status, content_type="application/json", headers=headers)
 
 
+def unauthorized(challenges: list[str]) -> web.Response:
+    """The 401 of a refused request: ``{"error":"Unauthorized"}`` and one ``WWW-Authenticate`` per scheme."""
+    return web.Response(body=UNAUTHORIZED_BODY, status=401, content_type="application/json",
+                        headers=CIMultiDict(("WWW-Authenticate", value) for value in challenges))
+
+
 def _closing(response: web.Response) -> web.Response:
     response.force_close()
     return response
@@ -191,6 +202,8 @@ class HttpTransport:
         self._ping_seconds = float(getattr(config, "sse_ping_seconds", 15.0))
         self._public_url = str(getattr(config, "public_url", "") or "")
         self._public_paths = {"/health", "/ready"}
+        if getattr(config, "card_public", False):
+            self._public_paths.add(CARD_PATH)  # the card only advertises schemes; the rest stays protected
         self._limits = ConnectionLimits.of(config)
         self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
@@ -205,6 +218,7 @@ class HttpTransport:
         app.router.add_get("/ready", self._ready, allow_head=False)
         app.router.add_get(CARD_PATH, self._card, allow_head=False)
         app.router.add_post("/", self._rpc)
+        app.router.add_get("/" + ROUTE_PREFIX + "{artifact_id}/{name}", self._artifact, allow_head=False)
         for provided in self.kernel.plugins.http_routes(self.kernel):
             route = provided.record
             app.router.add_route(route.method.upper(), route.path, route.handler, name=route.name or None)
@@ -232,7 +246,7 @@ class HttpTransport:
         if authenticator.enabled and request.path not in self._public_paths:
             principal = authenticator.authenticate(request.headers)
             if principal is None:
-                return _json(UNAUTHORIZED_BODY, 401)
+                return unauthorized(authenticator.challenges())
             request[PRINCIPAL_KEY] = principal
         try:
             return await handler(request)
@@ -283,6 +297,30 @@ class HttpTransport:
             if document.etag in tags or "*" in tags:
                 return web.Response(status=304, headers=headers)
         return _json(document.body, headers=headers)
+
+    async def _artifact(self, request: web.Request) -> web.Response:
+        """A stored artifact, to a caller who may read its task (anyone else: the same 404 as none)."""
+        found = await self.kernel.artifacts.find(request.match_info["artifact_id"], request.match_info["name"])
+        if found is None:
+            raise web.HTTPNotFound
+        stored, data = found
+        context = ServerCallContext(user=PrincipalUser(request.get(PRINCIPAL_KEY, ANONYMOUS_PRINCIPAL)))
+        if await self.kernel.task_store.get(stored.task_id, context) is None:
+            raise web.HTTPNotFound
+        etag = f'"{stored.sha256}"'
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache", "X-Content-Type-Options": "nosniff",
+                   "Content-Disposition": f'attachment; filename="{stored.name}"'}
+        if_none_match = request.headers.get("If-None-Match")
+        if if_none_match is not None:
+            tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
+            if etag in tags or "*" in tags:
+                return web.Response(status=304, headers=headers)
+        media_type = stored.media_type.partition(";")[0].strip().lower()
+        if not _MEDIA_TYPE.fullmatch(media_type):
+            media_type = "application/octet-stream"
+        # Payloads are stored as UTF-8 text (iac_code.artifacts), so every text type is UTF-8.
+        charset = "utf-8" if media_type.startswith("text/") else None
+        return web.Response(body=data, headers=headers, content_type=media_type, charset=charset)
 
     async def _read_body(self, request: web.Request) -> bytes:
         """The body, decoded as its ``Content-Encoding`` says, within ``max-request-bytes``."""
@@ -426,6 +464,7 @@ class HttpTransport:
         url = self._public_url or f"http://{_url_host(config.host)}:{port}/"
         if not url.endswith("/"):
             url += "/"
+        self.kernel.artifacts.base_url = url  # artifact URLs are served here (/iac-code/artifacts/...)
         return [InterfaceInfo(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
                 InterfaceInfo(url=url.rstrip("/"), protocol_binding=BINDING, protocol_version="1.0")]
 

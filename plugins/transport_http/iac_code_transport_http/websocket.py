@@ -41,7 +41,7 @@ from iac_code.framing import TOO_LARGE, Answer, decode_frame, dumps, error_respo
 from iac_code.records import InterfaceInfo
 from iac_code_transport_http.limits import ConnectionLimits, LimitedAppRunner, LimitedServer, RateLimitedLog
 from iac_code_transport_http.limits import logger as limits_logger
-from iac_code_transport_http.server import UNAUTHORIZED_BODY, _url_host
+from iac_code_transport_http.server import _url_host, unauthorized
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
@@ -219,7 +219,7 @@ class WebSocketTransport:
     async def _handshake(self, request: web.Request) -> web.StreamResponse:
         authenticator = self.kernel.authenticator
         if authenticator.enabled and authenticator.authenticate(request.headers) is None:
-            return web.Response(body=UNAUTHORIZED_BODY, status=401, content_type="application/json")
+            return unauthorized(authenticator.challenges())
         ws = web.WebSocketResponse(heartbeat=self.heartbeat, max_msg_size=self._max_message, timeout=CLOSE_SECONDS)
         if not ws.can_prepare(request).ok:
             return web.Response(body=NOT_UPGRADE_BODY, status=426, content_type="application/json",
