@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -119,13 +120,21 @@ async def start_client(*args: str, cwd: Path | None = None, env: Mapping[str, st
     return RunningClient(process)
 
 
+def default_signals() -> None:
+    """Run in a child the tests start (``preexec_fn``): SIGINT and SIGQUIT as a terminal delivers them,
+    even when the test run itself started with them ignored (``cmd &`` in a script, ``nohup``, some
+    CI runners), which children would otherwise inherit."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def spawn_terminal(args: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> Any:
     """``iac-code a2a-client <args>`` on a pseudo-terminal (pexpect), as a person would run it."""
     import pexpect
 
     return pexpect.spawn(sys.executable, ["-m", "iac_code.cli", "a2a-client", *args], cwd=str(cwd),
                          env=client_env({"TERM": "xterm-256color", "COLUMNS": "160", **(env or {})}),
-                         encoding="utf-8", dimensions=(50, 160), timeout=CLI_SECONDS)
+                         encoding="utf-8", dimensions=(50, 160), timeout=CLI_SECONDS, preexec_fn=default_signals)
 
 
 def free_port() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,21 @@ async def test_a_permission_question_answered_at_the_terminal(ws: Path, reply: s
         assert (ws / "template.ros.yaml").exists() is (reply == "a")
 
 
-async def test_ctrl_c_at_the_question_cancels_the_remote_task(ws: Path) -> None:
+@pytest.fixture(params=["default", "ignored-by-the-test-run"])
+def sigint_of_the_test_run(request: pytest.FixtureRequest) -> Any:
+    """The test run's own SIGINT disposition: as usual, or ignored (``cmd &``, ``nohup``), which must not
+    reach the client the test starts."""
+    if request.param == "default":
+        yield request.param
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield request.param
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+async def test_ctrl_c_at_the_question_cancels_the_remote_task(ws: Path, sigint_of_the_test_run: str) -> None:
     async with start_server() as server:
         child = spawn_terminal(["call", "--url", server.url, "-p", VPC, "--stream"], cwd=ws)
         await _expect(child, r"\[a\] Allow once / \[d\] Deny: ")

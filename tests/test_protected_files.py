@@ -39,7 +39,7 @@ HOME_SECRET = "home-credential-90c1aa"
 AUDIT_SECRET = "audit-record-3f77e0"
 ARTIFACT_SECRET = "artifact-body-c0ffee"
 NOTES = "ordinary workspace notes\n"
-MEDIA_TYPES = ["text/plain", "image/png"]
+MEDIA_TYPES = ["text/plain", "image/png", "application/octet-stream"]
 
 IAC_CODE = str(Path(sys.executable).parent / "iac-code")
 
@@ -201,7 +201,7 @@ def file_urls(layout: Layout, artifact: Path) -> dict[str, tuple[str, Path]]:
         relative = path.relative_to(ws).as_posix()
         urls[f"dotdot-{label}"] = (f"{ws.as_uri()}/sub/../{relative}", path)
         urls[f"encoded-dotdot-{label}"] = (f"{ws.as_uri()}/sub/%2E%2E/{relative}", path)
-    for label in ("config-file", "audit-log"):  # single protected files are recognised by inode too
+    for label in targets:  # every server file is recognised by its identity (device, inode) too
         (ws / f"hardlink-to-{label}").hardlink_to(targets[label])
         urls[f"hardlink-to-{label}"] = ((ws / f"hardlink-to-{label}").as_uri(), targets[label])
     (ws / "link-to-state").symlink_to(layout.state, target_is_directory=True)
@@ -334,6 +334,7 @@ async def test_builtin_tools_do_not_read_the_server_files(layout: Layout) -> Non
     """The offline runtime's read_file refuses the config file even inside the workspace; other files work."""
     layout.config_file.write_text(f"token: {TOKEN}\npersistence-dir: {layout.state}\n")
     (layout.workspace / "other.yml").write_text(f"token: {TOKEN}\nfoo: bar\n")
+    (layout.workspace / "hardlinked.yml").hardlink_to(layout.config_file)  # the same file by another path
     plugins = Plugins.load()
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
     config = load_config(layout.config_file, overrides={"host": "127.0.0.1", "port": 0}, model=model, environ={})
@@ -342,7 +343,7 @@ async def test_builtin_tools_do_not_read_the_server_files(layout: Layout) -> Non
     replies = {}
     try:
         async with aiohttp.ClientSession() as http:
-            for name in (layout.config_file.name, "other.yml"):
+            for name in (layout.config_file.name, "hardlinked.yml", "other.yml"):
                 body = send_message_body(f"review {name}", message_id=f"m-{name}",
                                          metadata={"iac_code": {"cwd": str(layout.workspace)}})
                 async with http.post(url, json=body, headers={**A2A_HEADERS, "Authorization": f"Bearer {TOKEN}"}) as r:
@@ -351,4 +352,5 @@ async def test_builtin_tools_do_not_read_the_server_files(layout: Layout) -> Non
     finally:
         await kernel.stop()
     assert replies[layout.config_file.name].startswith("There is no template to review")
+    assert replies["hardlinked.yml"].startswith("There is no template to review")
     assert replies["other.yml"].startswith("Review of the input")

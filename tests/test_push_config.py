@@ -32,7 +32,8 @@ async def test_push_config_crud_when_enabled() -> None:
         listed = await rpc(http, server, "ListTaskPushNotificationConfigs", {"taskId": task_id})
         assert [c["id"] for c in listed["result"]["configs"]] == ["hook-1"]
         for url in ("http://127.0.0.1:9/x", "http://localhost/x", "http://10.0.0.5/x", "ftp://8.8.8.8/x",
-                    "http://169.254.169.254/latest"):
+                    "http://169.254.169.254/latest", "http://100.100.100.200/latest/meta-data/",
+                    "http://metadata.google.internal/", "http://[64:ff9b::a9fe:a9fe]/"):
             refused = await rpc(http, server, "CreateTaskPushNotificationConfig",
                                 {"taskId": task_id, "id": "bad", "url": url})
             assert refused["error"]["code"] == -32602, url

@@ -250,7 +250,8 @@ async def test_credentials_come_from_the_config_as_it_is_at_each_attempt() -> No
     "ftp://8.8.8.8/hook", "http://localhost/hook", "http://api.localhost/hook", "http://127.0.0.1/hook",
     "http://10.1.2.3/hook", "http://[::1]/hook", "http://[::ffff:127.0.0.1]/hook", "http://2130706433/hook",
     "http://0177.0.0.1/hook", "http://0x7f.1/hook", "http://169.254.169.254/latest", "http://224.0.0.1/hook",
-    "http://0.0.0.0/hook", "http://[fe80::1]/hook",
+    "http://0.0.0.0/hook", "http://[fe80::1]/hook", "http://100.100.100.200/latest/meta-data/",
+    "http://[::ffff:100.100.100.200]/", "http://[64:ff9b::100.100.100.200]/", "http://metadata.tencentyun.com/",
 ])
 async def test_unsafe_callback_urls_are_refused(url: str) -> None:
     async with start_server({"push-notifications": True}) as server, aiohttp.ClientSession() as http:

@@ -97,10 +97,17 @@ PRIVATE_LITERALS = [
     "http://2130706433/", "http://0177.0.0.1/", "http://0x7f.1/", "http://127.1/", "http://0x7f000001/",
     "http://017700000001/", "http://0x7F.0.0.1/", "http://10.1/", "http://192.168.257/", "http://0xa9.0xfe.0xa9.0xfe/",
     "http://2852039166/", "http://0/", "http://0x0.0/", "http://127.0.0.1%20x/",
+    # the shared range, where Alibaba Cloud's instance metadata service answers, in every form
+    "http://100.100.100.200/latest/meta-data/", "http://100.64.0.1/", "http://100.127.255.254/",
+    "http://1684301000/", "http://[::ffff:100.100.100.200]/", "http://[::ffff:6464:64c8]/",
+    # NAT64 (well-known and local-use prefixes) of refused addresses
+    "http://[64:ff9b::100.100.100.200]/", "http://[64:ff9b::7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[64:ff9b:1::a00:1]/",
 ]
 
 ACCEPTED = ["https://example.com/hook", "http://hooks.example.com:8080/a2a?x=1", "http://8.8.8.8/",
-            "https://[2001:4860:4860::8888]/", "http://[::ffff:8.8.8.8]/", "http://100.64.0.1/", "http://100.127.255.254/",
+            "https://[2001:4860:4860::8888]/", "http://[::ffff:8.8.8.8]/", "http://100.63.255.255/", "http://100.128.0.1/",
+            "http://[64:ff9b::808:808]/", "http://metadatas.example.com/", "http://internal.example.com/",
             "http://134744072/", "http://0x08080808/", "http://deadbeef/", "http://1e100.net/", "http://example.com./",
             "http://localhost.example.com/", "http://user:pw@example.com/"]
 
@@ -112,7 +119,11 @@ def test_scheme_and_host_are_required(url: str) -> None:
     assert str(caught.value) == SCHEME_MESSAGE
 
 
-@pytest.mark.parametrize("url", LOCAL_NAMES)
+METADATA_NAMES = ["http://metadata/computeMetadata/v1/", "http://metadata.google.internal/",
+                  "http://METADATA.tencentyun.com/", "http://instance-data.ec2.internal/", "http://foo.internal./"]
+
+
+@pytest.mark.parametrize("url", LOCAL_NAMES + METADATA_NAMES)
 def test_localhost_names_are_refused(url: str) -> None:
     with pytest.raises(PushUrlError) as caught:
         check_static(url)
@@ -127,7 +138,7 @@ def test_private_literal_addresses_are_refused_in_every_spelling(url: str) -> No
 
 
 @pytest.mark.parametrize("url", ACCEPTED)
-def test_public_hosts_and_cgnat_are_accepted(url: str) -> None:
+def test_public_hosts_are_accepted(url: str) -> None:
     check_static(url)
 
 
@@ -150,6 +161,14 @@ def test_listed_names_addresses_and_networks_are_exempt() -> None:
             guard.check_static(url)
     with pytest.raises(PushUrlError, match=SCHEME_MESSAGE):
         guard.check_static("ftp://localhost/")  # the scheme rule comes first, listed or not
+
+
+def test_an_explicit_entry_opens_the_shared_range_and_metadata_names() -> None:
+    for entry, url in (("100.100.100.200", "http://100.100.100.200/hook"), ("100.64.0.0/10", "http://100.64.3.4/"),
+                       ("hooks.internal", "http://hooks.internal/"), ("100.64.0.0/10", "http://[64:ff9b::6440:304]/")):
+        with pytest.raises(PushUrlError, match=PRIVATE_HOST_MESSAGE):
+            PushUrlGuard().check_static(url)
+        PushUrlGuard([entry]).check_static(url)
 
 
 def test_bad_allowed_host_entries_are_refused() -> None:
@@ -213,11 +232,16 @@ async def test_every_resolved_address_must_pass(fake_dns: FakeDns) -> None:
     fake_dns.set("loopback.test", ["127.0.0.1"])
     fake_dns.set("mixed.test", [PUBLIC, "10.0.0.7"])
     fake_dns.set("mapped.test", ["::ffff:169.254.169.254"])
+    fake_dns.set("meta.test", ["100.100.100.200"])
+    fake_dns.set("nat64.test", ["64:ff9b::6464:64c8"])
     guard = PushUrlGuard()
-    for url in ("http://loopback.test/", "https://mixed.test:8443/", "http://mapped.test/"):
+    for url in ("http://loopback.test/", "https://mixed.test:8443/", "http://mapped.test/", "http://meta.test/",
+                "http://nat64.test/"):
         with pytest.raises(PushUrlError) as caught:
-            await guard.check(url)
+            await guard.check(url)  # when a configuration is stored
         assert str(caught.value) == PRIVATE_RESOLVED_MESSAGE
+        with pytest.raises(PushUrlError, match=PRIVATE_RESOLVED_MESSAGE):
+            await guard.resolve(url)  # at delivery: refused before any connection
 
 
 async def test_no_addresses_and_dns_failures(fake_dns: FakeDns) -> None:

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from iac_code.testing import A2A_HEADERS, permission_answer_body, redis_url, start_server
+from tests.client_support import default_signals
 
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
 TRANSPORTS = ("http", "unix", "stdio", "websocket", "grpc-jsonrpc", "redis-streams")
@@ -322,7 +323,7 @@ async def test_the_server_stops_cleanly_on_a_signal(transport: str, sig: int, tm
     workspace.mkdir()
     proc = await asyncio.create_subprocess_exec(IAC_CODE, "a2a", "--transport", transport, "--config", str(config),
                                                 cwd=workspace, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
+                                                stderr=asyncio.subprocess.PIPE, preexec_fn=default_signals)
     assert proc.stderr is not None
     try:
         while True:

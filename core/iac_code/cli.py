@@ -65,8 +65,26 @@ class _Main(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the version and the distribution it runs from, with its summary and location
+    (the package index also has an unrelated ``iac-code``, so the name alone proves nothing)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("iac-code")
+        where = f"distribution {dist.metadata['Name']} {dist.version}: {dist.metadata['Summary']}; " \
+                f"installed in {dist.locate_file('')}"
+    except PackageNotFoundError:
+        where = "not installed: running from a source tree"
+    click.echo(f"iac-code, version {__version__} ({where})")
+    ctx.exit()
+
+
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="iac-code")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version and the distribution it runs from, then exit.")
 def main() -> None:
     """iac-code: Infrastructure-as-Code assistant for Alibaba Cloud."""
 

@@ -4,7 +4,8 @@ A JSON line holds ``timestamp`` (UTC, ISO 8601), ``level``, ``logger`` and
 ``message``, plus ``taskId`` / ``contextId`` when the call site passed them as
 ``extra={"task_id": ..., "context_id": ...}`` and ``exception`` for a logged
 traceback. Log calls never carry header values or credentials (the project's
-rule), so neither does the JSON.
+rule); as a second line of defence, every URL in a formatted line (message and
+traceback alike) has its credentials masked (:func:`iac_code.url_credentials.mask_urls_in`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from datetime import UTC, datetime
 
 from iac_code import jsonio
+from iac_code.url_credentials import mask_urls_in
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -26,17 +28,27 @@ class JsonFormatter(logging.Formatter):
                 "+00:00", "Z"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": mask_urls_in(record.getMessage()),
         }
         for attribute, key in (("task_id", "taskId"), ("context_id", "contextId"), ("trace_id", "traceId")):
             value = getattr(record, attribute, None)
             if value:
                 line[key] = str(value)
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = mask_urls_in(self.formatException(record.exc_info))
         return jsonio.dumps(line).decode("utf-8")
+
+
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT`` lines, URL credentials masked."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_urls_in(super().format(record))
 
 
 def formatter(log_format: str) -> logging.Formatter:
     """The formatter for the ``log-format`` setting."""
-    return JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    return JsonFormatter() if log_format == "json" else TextFormatter()

@@ -37,6 +37,7 @@ from iac_code import jsonio, tracing
 from iac_code.background import spawn
 from iac_code.push_jobs import ClaimedJob, PushJob, PushQueue
 from iac_code.push_urls import refusal_of
+from iac_code.url_credentials import mask_urls_in, redact
 
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import TaskPushNotificationConfig
@@ -128,9 +129,7 @@ def auth_headers(config: TaskPushNotificationConfig | None) -> dict[str, str]:
 
 def sanitize_error(text: str, secrets: tuple[str, ...] = ()) -> str:
     """An error text fit for a job record and a log: no secret, no local path, bounded."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[REDACTED]")
+    text = redact(mask_urls_in(text), secrets, "[REDACTED]")
     return _PATH.sub("[PATH]", text)[:LAST_ERROR_LIMIT]
 
 

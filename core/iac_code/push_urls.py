@@ -12,8 +12,13 @@ enqueued and again at delivery.
   Literal addresses are recognised in every spelling a resolver accepts: IPv6
   (with a zone), IPv4-mapped IPv6 (``::ffff:127.0.0.1``, judged as the IPv4
   address inside it, as is a 6to4 address) and the legacy ``inet_aton`` forms
-  (``2130706433``, ``0177.0.0.1``, ``0x7f.1``, ``127.1``). The shared CGNAT range
-  ``100.64.0.0/10`` is accepted (observed behaviour the spec keeps).
+  (``2130706433``, ``0177.0.0.1``, ``0x7f.1``, ``127.1``). Unlike the product the
+  spec describes, the shared range ``100.64.0.0/10`` is refused too: on Alibaba
+  Cloud it holds the instance metadata service (``100.100.100.200``, which hands
+  out the instance's RAM credentials). So are the NAT64 forms of every refused
+  address (``64:ff9b::/96``, ``64:ff9b:1::/48``, judged as the IPv4 address
+  inside) and the names clouds give their metadata services (``metadata``,
+  ``metadata.*``, ``*.internal``).
 * :class:`PushUrlGuard` adds the ``push-allowed-hosts`` exemptions and the
   delivery-time rules: the host is resolved (on the event loop's resolver, never
   blocking the loop) and *every* address must pass.
@@ -53,6 +58,10 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NUMERIC_HOST_FLAGS = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
 _INET_ATON_CHARS = frozenset("0123456789abcdefx.")
 _IDNA_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+# Alibaba Cloud's instance metadata (100.100.100.200) lives here; carriers' NAT too: never a webhook.
+SHARED_RANGE = ipaddress.ip_network("100.64.0.0/10")
+# NAT64 prefixes (RFC 6052 well-known, RFC 8215 local use): the IPv4 address is the last 32 bits.
+NAT64_PREFIXES = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 
 
 class PushUrlError(ValueError):
@@ -147,27 +156,32 @@ def parse_address(host: str) -> IPAddress | None:
 
 
 def _judged(address: IPAddress) -> IPAddress:
-    """The address the checks judge: the IPv4 address inside an IPv4-mapped or 6to4 IPv6 address, else itself."""
+    """The address the checks judge: the IPv4 address inside an IPv4-mapped, 6to4 or NAT64 IPv6 address, else itself."""
     if isinstance(address, ipaddress.IPv6Address):
         inner = address.ipv4_mapped or address.sixtofour
         if inner is not None:
             return inner
+        if any(address in prefix for prefix in NAT64_PREFIXES):
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return address
 
 
 def is_forbidden_address(address: IPAddress) -> bool:
-    """Whether ``address`` is private, loopback, link-local, multicast, reserved or unspecified (spec §2 rule 3).
+    """Whether ``address`` is private, loopback, link-local, multicast, reserved, unspecified (spec §2 rule 3)
+    or in the shared range ``100.64.0.0/10`` (the cloud's metadata service).
 
-    Python ``ipaddress`` semantics, applied to the IPv4 address inside a mapped or
-    6to4 address; the shared range ``100.64.0.0/10`` is not forbidden.
+    Python ``ipaddress`` semantics, applied to the IPv4 address inside a mapped, 6to4
+    or NAT64 address.
     """
     address = _judged(address)
     return (address.is_private or address.is_loopback or address.is_link_local or address.is_multicast
-            or address.is_reserved or address.is_unspecified)
+            or address.is_reserved or address.is_unspecified or address in SHARED_RANGE)
 
 
 def _is_local_name(host: str) -> bool:
-    return host == "localhost" or host.endswith(".localhost")
+    """``localhost`` and its subdomains, and the names clouds give their instance metadata services."""
+    return (host == "localhost" or host.endswith(".localhost") or host == "metadata" or host.startswith("metadata.")
+            or host.endswith(".internal"))
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,9 @@ class ProtectedPaths:
         return any(resolved.is_relative_to(d) for d in self._dirs())
 
     def refuses_descriptor(self, info: os.stat_result) -> bool:
-        """Whether an opened file is one of the protected files (also through a hard link or a swap)."""
+        """Whether an opened file is one of the server's files, whatever path reached it (a hard link,
+        a swap): one of the protected files, or any file under a protected directory (state, keyrings,
+        journal and index, signing keys, artifacts, the config directory)."""
         for path in self.files:
             try:
                 known = os.stat(path)
@@ -124,7 +126,9 @@ class ProtectedPaths:
                 continue
             if (known.st_dev, known.st_ino) == (info.st_dev, info.st_ino):
                 return True
-        return False
+        if info.st_nlink < 2:  # the server's own path is one link: a second path needs a second link
+            return False
+        return any(_tree_holds(d, info) for d in self._dirs())
 
     def _own_artifacts(self, task_id: str) -> Path | None:
         """``<artifact-dir>/<task id>`` when that directory can only hold that task's artifacts."""
@@ -134,6 +138,27 @@ class ProtectedPaths:
         if any(_real(d).is_relative_to(artifacts) for d in self.dirs):  # artifacts share the state directory
             return None
         return artifacts / task_id  # not resolved: a symlink there leads elsewhere and is checked as such
+
+
+def _tree_holds(root: Path, info: os.stat_result) -> bool:
+    """Whether a regular file under ``root`` (symlinks not followed) is the file ``info`` describes."""
+    try:
+        if os.stat(root).st_dev != info.st_dev:
+            return False
+    except OSError:
+        return False
+    pending = [str(root)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.inode() == info.st_ino and entry.is_file(follow_symlinks=False):
+                        return True
+        except OSError:
+            continue
+    return False
 
 
 _registry: weakref.WeakKeyDictionary[object, ProtectedPaths] = weakref.WeakKeyDictionary()
@@ -153,9 +178,17 @@ def protected_paths() -> tuple[ProtectedPaths, ...]:
 
 
 def is_protected_file(resolved: str, task_id: str = "") -> bool:
-    """Whether a resolved file path belongs to a live server (``task_id``: the task the message continues)."""
+    """Whether a resolved file path belongs to a live server (``task_id``: the task the message continues),
+    by its path or, for an existing file, by its identity (:func:`is_protected_descriptor`)."""
     path = Path(resolved)
-    return any(p.refuses_file(path, task_id) for p in protected_paths())
+    paths = protected_paths()
+    if any(p.refuses_file(path, task_id) for p in paths):
+        return True
+    try:
+        info = os.stat(resolved)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and any(p.refuses_descriptor(info) for p in paths)
 
 
 def is_protected_descriptor(info: os.stat_result) -> bool:

@@ -65,7 +65,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from iac_code.errors import StartupError
 from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, QueueContext
-from iac_code.url_credentials import redis_location, url_secrets
+from iac_code.url_credentials import redact, redis_location, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -239,10 +239,7 @@ class RedisStreamsQueue:
         return f"{self.stream}:queued:{key}"
 
     def _clean(self, exc: BaseException) -> str:
-        text = f"{type(exc).__name__}: {exc}"
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
+        return redact(f"{type(exc).__name__}: {exc}", self._secrets)
 
     def _went_down(self, exc: BaseException) -> None:
         reason = self._clean(exc)

@@ -8,6 +8,8 @@ from typing import Any
 
 import redis.exceptions as redis_errors
 
+from iac_code.url_credentials import redact
+
 FINAL_VALUES = frozenset({"true", "1"})
 FATAL_CONNECTION_ERRORS = (redis_errors.AuthenticationError, redis_errors.AuthorizationError)
 TRANSIENT_ERRORS = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError, redis_errors.ReadOnlyError,
@@ -26,13 +28,6 @@ def redis_db(url: str) -> int:
         return int(text) if text.strip().isdigit() else 0
     except ValueError:
         return 0
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret replaced by ``[redacted]``."""
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
-    return text
 
 
 def describe(exc: BaseException, secrets: Iterable[str]) -> str:
