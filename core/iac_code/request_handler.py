@@ -28,6 +28,7 @@ import contextvars
 import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
@@ -40,6 +41,7 @@ from a2a.types.a2a_pb2 import (
     ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     Message,
+    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -75,7 +77,10 @@ from iac_code.permissions import (
     Answer,
     PermissionBroker,
     acknowledgement,
+    message_text,
+    pending_error,
     permission_answer_part,
+    text_decision,
     validate_answer,
 )
 from iac_code.push_sender import QueueingPushSender
@@ -289,6 +294,37 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             return None
         return validate_answer(params.message, parts)
 
+    async def _text_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
+        """A text answer (``allow``, ``deny``, ...) to the caller's task paused for permission.
+
+        Any other message for that task, and a message without ``taskId`` in a context where one
+        of the caller's tasks waits for an answer, is refused with how to answer (-32602).
+        """
+        broker = self._permissions
+        message = params.message
+        if broker is None:
+            return None
+        if message.task_id:
+            waiting = broker.waiting_answer(message.task_id)
+            if waiting is None or await self.task_store.get(message.task_id, context) is None:
+                return None
+            text = message_text(message) if message.role == Role.ROLE_USER else None
+            decision = text_decision(text) if text is not None else None
+            if decision is None:
+                raise pending_error(message.task_id, self._language(params, context))
+            return replace(waiting, context_id=message.context_id or waiting.context_id, decision=decision)
+        if message.context_id:
+            for task_id in broker.waiting_in_context(message.context_id):
+                if await self.task_store.get(task_id, context) is not None:
+                    raise pending_error(task_id, self._language(params, context))
+        return None
+
+    @staticmethod
+    def _language(params: SendMessageRequest, context: ServerCallContext) -> str | None:
+        raw = context.state.get(RAW_PARAMS_KEY)
+        metadata = iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None)
+        return normalise_language(metadata.get("preferredLanguage", metadata.get("preferred_language")))
+
     async def _paused_turn(self, answer: Answer, context: ServerCallContext) -> Turn:
         """The running turn waiting for ``answer`` (the task must be the caller's)."""
         turn = self.engine.running(answer.task_id)
@@ -298,7 +334,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         immediately = params.configuration.return_immediately
-        answer = self._permission_answer(params, context)
+        answer = self._permission_answer(params, context) or await self._text_answer(params, context)
         if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
             result = await self._answer_elsewhere(answer, context, immediately)
             await self._settle(result, context)
@@ -324,7 +360,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
         subscription = Subscription(ends_at_stop=self.turn_ends_in_input_required)
         snapshot: Task | None = None
-        answer = self._permission_answer(params, context)
+        answer = self._permission_answer(params, context) or await self._text_answer(params, context)
         if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
             async for event in self._stream_answer_elsewhere(answer, context, params):
                 yield event
