@@ -528,6 +528,28 @@ async def test_a2a_sdk_clients_on_different_nodes(tmp_path: Path) -> None:
                 await client.close()
 
 
+async def test_text_answers_and_refusals_cross_nodes(tmp_path: Path) -> None:
+    """A turn paused on node 0: other text and a message without taskId on its context are -32602 on every
+    node, naming the task; a text ``allow`` through node 1 resumes it on node 0."""
+    async with cluster(tmp_path, count=2) as nodes, aiohttp.ClientSession() as http:
+        paused = (await rpc(http, nodes[0], send_message_body(PROMPT, message_id="m-0", contextId="ctx-text")))
+        task = paused["result"]["task"]
+        assert permission_envelope(task) is not None
+        assert task["status"]["message"]["parts"][0]["text"].endswith("or `deny`.")
+        for node in nodes:
+            other = await rpc(http, node, send_message_body("how much?", message_id=f"o-{uuid.uuid4()}",
+                                                           taskId=task["id"]))
+            busy = await rpc(http, node, send_message_body("hello", message_id=f"c-{uuid.uuid4()}",
+                                                          contextId="ctx-text"))
+            for reply in (other, busy):
+                assert reply["error"]["code"] == -32602 and task["id"] in reply["error"]["message"], reply
+        done = await rpc(http, nodes[1], send_message_body("allow", message_id="m-allow", taskId=task["id"]))
+        final = done["result"]["task"]
+        assert final["id"] == task["id"] and permission_envelope(final) is None
+        assert final["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert "template.ros.yaml" in final["status"]["message"]["parts"][0]["text"]
+
+
 async def test_an_sdk_executor_on_several_nodes(tmp_path: Path) -> None:
     """An a2a-sdk ``AgentExecutor`` (no iac-code contexts): its turns are found, followed and reaped across nodes."""
     from iac_code.testing import next_sse_data

@@ -428,6 +428,21 @@ def message_text(message: Message) -> str | None:
     return "".join(part.text for part in message.parts)
 
 
+def awaited_answer(task: Task) -> Answer | None:
+    """The answer a stored task paused for permission waits for (no decision yet), from its envelope.
+
+    For a turn paused on another node (shared state), where this node's broker knows nothing of it.
+    """
+    iac_code = task.metadata.fields.get("iac_code")
+    fields = iac_code.struct_value.fields if iac_code is not None else {}
+    permission = fields["permission"].struct_value.fields if "permission" in fields else {}
+    pending = permission.get("pending")
+    question = fields["input"].struct_value.fields if "input" in fields else {}
+    if pending is None or not pending.bool_value or "inputId" not in question or "toolUseId" not in question:
+        return None
+    return Answer(task.id, task.context_id, question["inputId"].string_value, question["toolUseId"].string_value, "")
+
+
 def pending_error(task_id: str, language: str | None) -> InvalidParamsError:
     """The -32602 for a message a paused task cannot take: how to answer, and which task waits."""
     return InvalidParamsError(message=translator(language)(m.PERMISSION_PENDING, task=task_id))

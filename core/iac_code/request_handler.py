@@ -77,6 +77,7 @@ from iac_code.permissions import (
     Answer,
     PermissionBroker,
     acknowledgement,
+    awaited_answer,
     message_text,
     pending_error,
     permission_answer_part,
@@ -87,6 +88,7 @@ from iac_code.push_sender import QueueingPushSender
 from iac_code.remote_turns import RemoteTurns
 from iac_code.task_events import replayed, resume_after, stamped_copy, version_number
 from iac_code.turns import (
+    ALREADY_WORKING,
     STOP_STATES,
     TERMINAL_STATES,
     Subscription,
@@ -244,9 +246,14 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
         if self._contexts is not None and isinstance(turn_input, TurnInput) and turn_input.error is None:
-            context.state[CONTEXT_STATE_KEY] = await self._contexts.reserve(
-                resolve_user_scope(context), request.context_id or "", turn_input.cwd, turn_input.channel,
-                request.task_id or "")
+            try:
+                context.state[CONTEXT_STATE_KEY] = await self._contexts.reserve(
+                    resolve_user_scope(context), request.context_id or "", turn_input.cwd, turn_input.channel,
+                    request.task_id or "")
+            except UnsupportedOperationError as exc:
+                if exc.message == ALREADY_WORKING:
+                    await self._explain_busy_context(params, context)
+                raise
         config = params.configuration
         if self._push_config_store and config.HasField("task_push_notification_config"):
             await self._reject_unsafe_push_url(config.task_push_notification_config.url)
@@ -302,22 +309,37 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         """
         broker = self._permissions
         message = params.message
-        if broker is None:
+        if broker is None or not message.task_id:
             return None
-        if message.task_id:
-            waiting = broker.waiting_answer(message.task_id)
-            if waiting is None or await self.task_store.get(message.task_id, context) is None:
-                return None
-            text = message_text(message) if message.role == Role.ROLE_USER else None
-            decision = text_decision(text) if text is not None else None
-            if decision is None:
-                raise pending_error(message.task_id, self._language(params, context))
-            return replace(waiting, context_id=message.context_id or waiting.context_id, decision=decision)
-        if message.context_id:
-            for task_id in broker.waiting_in_context(message.context_id):
-                if await self.task_store.get(task_id, context) is not None:
-                    raise pending_error(task_id, self._language(params, context))
-        return None
+        waiting = broker.waiting_answer(message.task_id)
+        if waiting is None and self._link is None:
+            return None
+        stored = await self.task_store.get(message.task_id, context)  # the caller's task only
+        if stored is None:
+            return None
+        if waiting is None and self.engine.running(message.task_id) is None:
+            waiting = awaited_answer(stored)  # paused on another node
+        if waiting is None:
+            return None
+        text = message_text(message) if message.role == Role.ROLE_USER else None
+        decision = text_decision(text) if text is not None else None
+        if decision is None:
+            raise pending_error(message.task_id, self._language(params, context))
+        return replace(waiting, context_id=message.context_id or waiting.context_id, decision=decision)
+
+    async def _explain_busy_context(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        """A context refused as busy because one of the caller's tasks waits for permission: say so (-32602)."""
+        context_id = params.message.context_id
+        if self._permissions is None or not context_id:
+            return
+        for task_id in self._permissions.waiting_in_context(context_id):
+            if await self.task_store.get(task_id, context) is not None:
+                raise pending_error(task_id, self._language(params, context))
+        if self._link is not None:  # the turn may wait on another node: its task is the context's latest
+            latest = await self.task_store.list(ListTasksRequest(context_id=context_id, page_size=5), context)
+            for task in latest.tasks:
+                if awaited_answer(task) is not None:
+                    raise pending_error(task.id, self._language(params, context))
 
     @staticmethod
     def _language(params: SendMessageRequest, context: ServerCallContext) -> str | None:
