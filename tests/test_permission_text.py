@@ -142,9 +142,9 @@ async def test_the_paused_task_shows_the_question(client: Client, tmp_path: Path
 
 
 @pytest.mark.parametrize(("answer", "allowed"), [
-    ("allow", True), ("Allow once.", True), ("  YES! ", True), ("`allow`", True), ("允许", True), ("允许一次", True),
+    ("allow", True), ("Allow once.", True), ("  YES! ", True), ("`allow`", True), ("允许", True), ("允许 一次", True),
     ("是", True), ("Einmal erlauben", True), ("ja", True), ("permitir uma vez", True), ("Sim!", True),
-    ("deny", False), ("No.", False), ("拒绝", False), ("不", False), ("Nein", False), ("verweigern", False),
+    ("deny", False), ("No.", False), ("拒绝", False), ("不行！", False), ("Nein", False), ("verweigern", False),
     ("não", False), ("Recusar", False), ("negar", False),
 ])
 async def test_a_text_answer_answers_the_permission(client: Client, tmp_path: Path, answer: str,
@@ -170,7 +170,7 @@ async def test_a_streamed_text_answer_streams_the_rest_of_the_turn(streaming: Cl
     assert (tmp_path / "template.ros.yaml").exists()
 
 
-@pytest.mark.parametrize("text", ["maybe later", "allow always", "yes, and also add a NAT gateway", ""])
+@pytest.mark.parametrize("text", ["maybe later", "allow always", "yes, and also add a NAT gateway", "a llow", ""])
 async def test_other_text_on_the_paused_task_says_how_to_answer(client: Client, tmp_path: Path, text: str) -> None:
     paused = await _task(client, _request(VPC_PROMPT, "m-vpc"))
     refused = await _refused(client, _request(text, "m-other", task_id=paused.id))

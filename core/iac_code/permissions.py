@@ -4,9 +4,11 @@ A runtime asks with a :class:`~iac_code.runtime.PermissionRequest`. The
 :class:`PermissionPolicy` decides from configuration (deny rules first, then
 exact per-API allows, then blanket allows and auto-approval, which never release
 a protected Alibaba Cloud write API); otherwise the turn pauses in
-INPUT_REQUIRED with a permission envelope and the :class:`PermissionBroker`
-waits for the caller's answer. Every decision is appended to the audit log; an
-allow whose record cannot be written becomes a deny.
+INPUT_REQUIRED with a permission envelope (and a question people read in its
+status message, :func:`pause_text`) and the :class:`PermissionBroker` waits for
+the caller's answer: the structured answer, or a text one (:func:`text_decision`).
+Every decision is appended to the audit log; an allow whose record cannot be
+written becomes a deny.
 """
 
 from __future__ import annotations
@@ -365,9 +367,11 @@ def _file_target(request: PermissionRequest) -> str | None:
 
 def _question(request: PermissionRequest, display: Mapping[str, str], t: Translator) -> str:
     """The envelope's ``prompt``: what the tool wants to do, as a question."""
-    if request.tool_name in FILE_TOOLS and not (request.operation.get("product") or request.operation.get("action")):
-        file = _file_target(request)
-        return t(m.PROMPT_WRITE_FILE, file=file) if file else t(m.PROMPT_WRITE_ANY_FILE)
+    file = _file_target(request)
+    if file is not None:
+        return t(m.PROMPT_WRITE_FILE, file=file)
+    if display["effect"] == "file_change":
+        return t(m.PROMPT_WRITE_ANY_FILE)
     return _cut(t(m.PERMISSION_PROMPT, title=display["title"], target=display["target"]))
 
 
@@ -393,7 +397,7 @@ def pause_text(request: PermissionRequest, input_envelope: Mapping[str, Any]) ->
 # A text answer never grants more than once: every "allow" form means ``allow_once``.
 ALLOW_WORDS = frozenset({
     "allow", "allow once", "allow_once", "yes",
-    "允许", "允许一次", "允许本次", "是", "好", "同意",
+    "允许", "允许一次", "允许本次", "是", "是的", "好", "好的", "可以", "同意",
     "erlauben", "einmal erlauben", "ja", "zulassen",
     "permitir", "permitir uma vez", "permitir una vez", "sim", "sí",
     "autoriser", "autoriser une fois", "oui",
@@ -401,12 +405,13 @@ ALLOW_WORDS = frozenset({
 })
 DENY_WORDS = frozenset({
     "deny", "no",
-    "拒绝", "否", "不", "不要", "不允许",
+    "拒绝", "否", "不", "不要", "不行", "不可以", "不允许",
     "ablehnen", "verweigern", "nein",
     "negar", "recusar", "não", "nao", "denegar",
     "refuser", "non",
     "拒否", "いいえ",
 })
+_CJK_GAP = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff]) (?=[\u3040-\u30ff\u4e00-\u9fff])")
 _PUNCTUATION = re.compile(r"[\s`'\"“”‘’«»„.,;:!?¡¿。，、；：！？…()\[\]（）【】「」『』-]+")
 
 
@@ -414,9 +419,10 @@ def text_decision(text: str) -> str | None:
     """``allow_once`` or ``deny`` for a text answer (case, spaces and punctuation ignored), else ``None``."""
     words = _PUNCTUATION.sub(" ", text.casefold()).split()
     phrase = " ".join(words)
-    if phrase in ALLOW_WORDS or phrase.replace(" ", "_") in ALLOW_WORDS:
+    forms = {phrase, phrase.replace(" ", "_"), _CJK_GAP.sub("", phrase)}  # allow_once; 允许 一次
+    if forms & ALLOW_WORDS:
         return ALLOW_ONCE
-    if phrase in DENY_WORDS:
+    if forms & DENY_WORDS:
         return DENY
     return None
 
