@@ -277,13 +277,15 @@ async def test_three_nodes_serve_one_service(tmp_path: Path) -> None:
                                                                contextId="ctx-sub")))["result"]["task"]
         snapshot = await sse(http, nodes[2], method("SubscribeToTask", id=target["id"]))
         assert len(snapshot) == 1 and payload(snapshot[0])["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        # A second message to the busy context through another node is refused like on one node.
+        # A second message to the task paused for permission, through another node, is refused like on one
+        # node: -32602 saying how to answer.
         busy = await rpc(http, nodes[1], send_message_body("more", message_id="m-busy", taskId=target["id"],
                                                             contextId="ctx-sub"))
-        assert busy["error"]["message"] == "Task is already working."
         here = await rpc(http, nodes[0], send_message_body("more", message_id="m-busy-0", taskId=target["id"],
                                                             contextId="ctx-sub"))
-        assert here["error"]["message"] == "Task is already working."
+        for reply in (busy, here):
+            assert reply["error"]["code"] == -32602
+            assert reply["error"]["message"].startswith(f"Task {target['id']} is waiting for a permission answer.")
 
 
 async def test_a_node_killed_mid_turn(tmp_path: Path) -> None:
