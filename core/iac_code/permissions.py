@@ -396,18 +396,18 @@ def pause_text(request: PermissionRequest, input_envelope: Mapping[str, Any]) ->
 # each catalog language, and the common yes/no forms of the languages the project's users write.
 # A text answer never grants more than once: every "allow" form means ``allow_once``.
 ALLOW_WORDS = frozenset({
-    "allow", "allow once", "allow_once", "yes",
+    "allow", "allow once", "allow_once", "yes", "approve",
     "允许", "允许一次", "允许本次", "是", "是的", "好", "好的", "可以", "同意",
-    "erlauben", "einmal erlauben", "ja", "zulassen",
-    "permitir", "permitir uma vez", "permitir una vez", "sim", "sí",
+    "erlauben", "einmal erlauben", "ja", "zulassen", "genehmigen", "zustimmen",
+    "permitir", "permitir uma vez", "permitir una vez", "sim", "sí", "autorizar", "aprovar",
     "autoriser", "autoriser une fois", "oui",
     "許可", "今回のみ許可", "はい",
 })
 DENY_WORDS = frozenset({
-    "deny", "no",
+    "deny", "no", "reject",
     "拒绝", "否", "不", "不要", "不行", "不可以", "不允许",
     "ablehnen", "verweigern", "nein",
-    "negar", "recusar", "não", "nao", "denegar",
+    "negar", "recusar", "rejeitar", "não", "nao", "denegar",
     "refuser", "non",
     "拒否", "いいえ",
 })
