@@ -195,6 +195,37 @@ async def permission_unary(run: Run) -> Any:
     return run.normalise({"paused": paused.task, "final": final})
 
 
+@scenario("permission-text-answer")
+async def permission_text_answer(run: Run) -> Any:
+    """A generic client: the pause's question in status.message, a text answer, -32602 for anything else."""
+    client = run.client(streaming=False)
+    template = run.workspace / "template.ros.yaml"
+    [paused] = await collect(client.send_message(text_request(VPC_PROMPT, "m-vpc")))
+    task = paused.task
+    assert task.status.state == INPUT_REQUIRED and envelope_of(task) is not None
+    question = task.status.message
+    assert question.role == Role.ROLE_AGENT
+    assert question.parts[0].text.endswith("Reply `allow` to write template.ros.yaml once, or `deny`.")
+
+    other = await error_of(collect(client.send_message(text_request("what will it cost?", "m-other", task_id=task.id))))
+    assert type(other) is InvalidParamsError, repr(other)
+    elsewhere = await error_of(collect(client.send_message(text_request("hi", "m-ctx", context_id=task.context_id))))
+    assert type(elsewhere) is InvalidParamsError, repr(elsewhere)
+    for error in (other, elsewhere):
+        assert task.id in str(error) and "`allow`" in str(error) and "already working" not in str(error)
+    assert not template.exists()
+
+    [done] = await collect(client.send_message(text_request("Allow", "m-allow", task_id=task.id)))
+    final = done.task
+    assert final.id == task.id and final.status.state == INPUT_REQUIRED and envelope_of(final) is None
+    acks = [MessageToDict(p)["data"]["decision"] for m in final.history for p in m.parts
+            if p.HasField("data") and MessageToDict(p)["data"].get("kind") == "permission_ack"]
+    assert acks == ["allow_once"] and template.exists()
+    assert final.status.message.role == Role.ROLE_AGENT  # the turn's answer, where clients look
+    assert "template.ros.yaml" in final.status.message.parts[0].text
+    return run.normalise({"paused": task, "other": other, "elsewhere": elsewhere, "final": final})
+
+
 # ---------------------------------------------------------------------------- 5. cancel
 
 

@@ -277,13 +277,15 @@ async def test_three_nodes_serve_one_service(tmp_path: Path) -> None:
                                                                contextId="ctx-sub")))["result"]["task"]
         snapshot = await sse(http, nodes[2], method("SubscribeToTask", id=target["id"]))
         assert len(snapshot) == 1 and payload(snapshot[0])["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        # A second message to the busy context through another node is refused like on one node.
+        # A second message to the task paused for permission, through another node, is refused like on one
+        # node: -32602 saying how to answer.
         busy = await rpc(http, nodes[1], send_message_body("more", message_id="m-busy", taskId=target["id"],
                                                             contextId="ctx-sub"))
-        assert busy["error"]["message"] == "Task is already working."
         here = await rpc(http, nodes[0], send_message_body("more", message_id="m-busy-0", taskId=target["id"],
                                                             contextId="ctx-sub"))
-        assert here["error"]["message"] == "Task is already working."
+        for reply in (busy, here):
+            assert reply["error"]["code"] == -32602
+            assert reply["error"]["message"].startswith(f"Task {target['id']} is waiting for a permission answer.")
 
 
 async def test_a_node_killed_mid_turn(tmp_path: Path) -> None:
@@ -526,6 +528,28 @@ async def test_a2a_sdk_clients_on_different_nodes(tmp_path: Path) -> None:
         finally:
             for client in clients:
                 await client.close()
+
+
+async def test_text_answers_and_refusals_cross_nodes(tmp_path: Path) -> None:
+    """A turn paused on node 0: other text and a message without taskId on its context are -32602 on every
+    node, naming the task; a text ``allow`` through node 1 resumes it on node 0."""
+    async with cluster(tmp_path, count=2) as nodes, aiohttp.ClientSession() as http:
+        paused = (await rpc(http, nodes[0], send_message_body(PROMPT, message_id="m-0", contextId="ctx-text")))
+        task = paused["result"]["task"]
+        assert permission_envelope(task) is not None
+        assert task["status"]["message"]["parts"][0]["text"].endswith("or `deny`.")
+        for node in nodes:
+            other = await rpc(http, node, send_message_body("how much?", message_id=f"o-{uuid.uuid4()}",
+                                                           taskId=task["id"]))
+            busy = await rpc(http, node, send_message_body("hello", message_id=f"c-{uuid.uuid4()}",
+                                                          contextId="ctx-text"))
+            for reply in (other, busy):
+                assert reply["error"]["code"] == -32602 and task["id"] in reply["error"]["message"], reply
+        done = await rpc(http, nodes[1], send_message_body("allow", message_id="m-allow", taskId=task["id"]))
+        final = done["result"]["task"]
+        assert final["id"] == task["id"] and permission_envelope(final) is None
+        assert final["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert "template.ros.yaml" in final["status"]["message"]["parts"][0]["text"]
 
 
 async def test_an_sdk_executor_on_several_nodes(tmp_path: Path) -> None:

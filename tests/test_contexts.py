@@ -95,7 +95,7 @@ async def test_offline_runtime_follow_up_edits_the_template(server: RunningServe
     caller = Caller(server, http)
     first = await send_and_answer(caller, message("Create a VPC with two vSwitches", "m1"))
     follow = await send_and_answer(caller, message("add another vSwitch", "m2", contextId=first["contextId"]))
-    text = [m for m in follow["history"] if m["role"] == "ROLE_AGENT"][-1]["parts"][0]["text"]
+    text = follow["status"]["message"]["parts"][0]["text"]  # the turn's answer
     template = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
     assert [r["Type"] for r in template["Resources"].values()].count("ALIYUN::ECS::VSwitch") == 3
     fresh = await send_and_answer(caller, message("add another vSwitch", "m3"))

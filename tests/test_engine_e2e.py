@@ -53,7 +53,10 @@ def message(text: str, message_id: str, context_id: str, cwd: Path, **metadata: 
 
 
 def answer_text(task: dict[str, Any]) -> str:
-    return [m for m in task["history"] if m["role"] == "ROLE_AGENT"][-1]["parts"][0]["text"]
+    """The turn's answer: the final status message."""
+    message = task["status"]["message"]
+    assert message["role"] == "ROLE_AGENT"
+    return message["parts"][0]["text"]  # type: ignore[no-any-return]
 
 
 def fenced(text: str, language: str = "yaml") -> Any:

@@ -88,7 +88,7 @@ def test_chinese_translates_and_fills_placeholders() -> None:
     assert t(m.TASK_CANCELED) == "任务已取消。"
     title = t(m.TITLE_CREATE_STACK, product="ROS")
     assert title == "创建 ROS 资源栈"
-    assert t(m.PERMISSION_PROMPT, title=title) == "创建 ROS 资源栈：是否允许本次操作？"
+    assert t(m.PERMISSION_PROMPT, title=title, target="ros CreateStack") == "创建 ROS 资源栈（ros CreateStack）？"
     assert t(m.TARGET_IN_REGION, operation="ros CreateStack", region="cn-hangzhou") == "cn-hangzhou 地域的 ros CreateStack"
 
 
@@ -174,12 +174,12 @@ class Unformattable:
                                     "{title:%Q}", "{0}", "{}", "title}"])
 def test_broken_translation_falls_back_to_english(broken: str) -> None:
     t = Translator("de", FixedTranslations(broken))
-    assert t(m.PERMISSION_PROMPT, title="Run bash") == "Run bash Allow once?"
-    assert t.ngettext(m.PERMISSION_PROMPT, "{title} Allow twice?", 2, title="Run bash") == "Run bash Allow twice?"
+    assert t(m.PROMPT_WRITE_FILE, file="a.yaml") == "Write a.yaml in the workspace?"
+    assert t.ngettext(m.PROMPT_WRITE_FILE, "Write {file} twice?", 2, file="a.yaml") == "Write a.yaml twice?"
 
 
 def test_missing_values_fall_back_to_the_raw_english_text() -> None:
-    assert translator("zh")(m.PERMISSION_PROMPT) == m.PERMISSION_PROMPT
+    assert translator("zh")(m.PROMPT_WRITE_FILE) == m.PROMPT_WRITE_FILE
     assert translator("fr")(m.TARGET_STACK, target="t") == m.TARGET_STACK
     assert translator("en")(m.TARGET_STACK, stack="s") == m.TARGET_STACK
     assert translator("ja")(m.TITLE_RUN_TOOL, tool=Unformattable()) == m.TITLE_RUN_TOOL
@@ -191,7 +191,7 @@ def test_catalog_entries_with_other_placeholders_are_dropped_at_load() -> None:
     test_catalog = Catalog(locale="de", domain=i18n.DOMAIN, fuzzy=False)
     test_catalog.add(m.TITLE_RUN_TOOL, "{tool} ausführen")
     test_catalog.add(m.TITLE_DELETE_STACK, "{produkt}-Stack löschen")  # renamed
-    test_catalog.add(m.PERMISSION_PROMPT, "Einmal erlauben?")  # placeholder lost
+    test_catalog.add(m.PROMPT_WRITE_FILE, "Eine Datei schreiben?")  # placeholder lost
     test_catalog.add(m.TARGET_IN_REGION, "{operation} in {region} ({extra})")  # extra placeholder
     test_catalog.add(m.TITLE_CLOUD_RUN, "{operation.__class__}")  # attribute access
     test_catalog.add(m.TITLE_CREATE_STACK, "{product")  # malformed
@@ -201,7 +201,7 @@ def test_catalog_entries_with_other_placeholders_are_dropped_at_load() -> None:
 
     assert t(m.TITLE_RUN_TOOL, tool="grep") == "grep ausführen"
     assert t(m.TITLE_DELETE_STACK, product="ROS") == "Delete ROS stack"
-    assert t(m.PERMISSION_PROMPT, title="X") == "X Allow once?"
+    assert t(m.PROMPT_WRITE_FILE, file="X") == "Write X in the workspace?"
     assert t(m.TARGET_IN_REGION, operation="o", region="r", extra="e") == "o in r"
     assert t(m.TITLE_CLOUD_RUN, operation="ecs Describe") == "Run ecs Describe"
     assert t(m.TITLE_CREATE_STACK, product="ROS") == "Create ROS stack"

@@ -80,8 +80,9 @@ def accepted(reply: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     assert "error" not in reply, reply.get("error")
     task = reply["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task["status"]
-    agent = [m for m in task["history"] if m["role"] == "ROLE_AGENT"]
-    return split_echo(agent[-1]["parts"][0]["text"])
+    answer = task["status"]["message"]  # the turn's answer
+    assert answer["role"] == "ROLE_AGENT"
+    return split_echo(answer["parts"][0]["text"])
 
 
 def refused(reply: dict[str, Any], message: str, *secrets: str) -> None:

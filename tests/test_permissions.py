@@ -106,7 +106,7 @@ async def test_interactive_allow_streams_the_whole_flow() -> None:
             "kind": "permission", "inputId": envelope["inputId"], "toolUseId": "tool-deploy", "decision": "allow_once"}
         assert "allowed and done" in json.dumps(rest)
         assert state_of(rest[-1]) == "TASK_STATE_INPUT_REQUIRED"
-        assert "assistantFinal" in rest[-2]["result"]["statusUpdate"]["metadata"]["iac_code"]
+        assert "assistantFinal" in rest[-1]["result"]["statusUpdate"]["metadata"]["iac_code"]
         assert [state_of(e) for e in rest[1:-1]] == ["TASK_STATE_WORKING"] * (len(rest) - 2)
         assert plugin.runtime.decisions == [("aliyun_api", True)]
     assert envelope["schemaVersion"] == 1 and envelope["kind"] == "permission"
@@ -114,7 +114,7 @@ async def test_interactive_allow_streams_the_whole_flow() -> None:
     assert envelope["title"] == "Create ROS stack"
     assert envelope["target"] == "ros CreateStack in cn-hangzhou; stack demo-stack"
     assert envelope["effect"] == "cloud_change"
-    assert envelope["prompt"] == "Create ROS stack Allow once?"
+    assert envelope["prompt"] == "Create ROS stack (ros CreateStack in cn-hangzhou; stack demo-stack)?"
     assert envelope["options"] == [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}]
     assert "hunter2" not in json.dumps(envelope)
 
@@ -336,7 +336,7 @@ async def test_envelope_is_localised_per_turn() -> None:
         results = await asyncio.gather(pending_permission(server, http, "deploy", preferredLanguage="zh-CN"),
                                        pending_permission(server, http, "read", preferredLanguage="de"))
         (_, zh), (_, de) = results
-        english = {"prompt": "Create ROS stack Allow once?", "label": "Allow once"}
+        english = {"prompt": "Create ROS stack (ros CreateStack in cn-hangzhou; stack demo-stack)?", "label": "Allow once"}
         assert zh["language"] == "zh" and de["language"] == "de"
         assert zh["prompt"] != english["prompt"] and zh["options"][0]["label"] != english["label"]
         assert de["options"][0]["label"] not in (english["label"], zh["options"][0]["label"])
@@ -360,7 +360,7 @@ async def test_answer_of_another_kind_is_refused_and_request_kept() -> None:
         task, envelope = await pending_permission(server, http)
         wrong = answer_body(envelope, message_id="wrong-kind", data={"kind": "approval"})
         reply = await rpc(http, server, wrong)
-        assert reply["error"]["code"] == -32004 and reply["error"]["message"] == "Task is already working."
+        assert reply["error"]["code"] == -32602 and envelope["requestTaskId"] in reply["error"]["message"]
         final = (await rpc(http, server, answer_body(envelope)))["result"]["task"]
         assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
         assert plugin.runtime.decisions == [("aliyun_api", True)]

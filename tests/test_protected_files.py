@@ -137,8 +137,9 @@ def accepted(reply: dict[str, Any]) -> str:
     assert "error" not in reply, reply.get("error")
     task = reply["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task["status"]
-    agent = [m for m in task["history"] if m["role"] == "ROLE_AGENT"]
-    return split_echo(agent[-1]["parts"][0]["text"])[0]
+    answer = task["status"]["message"]  # the turn's answer
+    assert answer["role"] == "ROLE_AGENT"
+    return split_echo(answer["parts"][0]["text"])[0]
 
 
 def assert_refused(reply: dict[str, Any], client: Client, label: str, content: bytes) -> None:
@@ -348,7 +349,7 @@ async def test_builtin_tools_do_not_read_the_server_files(layout: Layout) -> Non
                                          metadata={"iac_code": {"cwd": str(layout.workspace)}})
                 async with http.post(url, json=body, headers={**A2A_HEADERS, "Authorization": f"Bearer {TOKEN}"}) as r:
                     task = (await r.json())["result"]["task"]
-                replies[name] = [m for m in task["history"] if m["role"] == "ROLE_AGENT"][-1]["parts"][0]["text"]
+                replies[name] = task["status"]["message"]["parts"][0]["text"]  # the turn's answer
     finally:
         await kernel.stop()
     assert replies[layout.config_file.name].startswith("There is no template to review")

@@ -112,7 +112,7 @@ async def test_a_multi_step_turn_writes_a_template(tmp_path: Path, monkeypatch: 
         assert (tmp_path / "vpc.ros.yaml").read_text() == TEMPLATE
         assert any("artifactUpdate" in e for e in second)
         assert "Saved vpc.ros.yaml." in _texts(second) and "Let me generate it." in _texts(first)
-        final = _updates(second)[-2]
+        final = _updates(second)[-1]  # the turn's end carries the answer and the usage
         assert _meta(final)["usage"] == {"inputTokens": 600, "outputTokens": 60, "totalTokens": 660}
         assert _final(second)["state"] == "TASK_STATE_INPUT_REQUIRED"
 

@@ -35,6 +35,7 @@ from iac_code.permissions import (
     ack_message,
     audit_record,
     envelope,
+    pause_text,
 )
 from iac_code.runtime import (
     AgentRuntime,
@@ -169,9 +170,10 @@ class RuntimeExecutor(AgentExecutor):
         if usage is not None:
             metadata["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
                                  "totalTokens": usage.input_tokens + usage.output_tokens}
-        await updater.update_status(working, agent_message(task_id, context_id, "2", answer),
+        # One final event: the turn's end carries its answer where clients look (status.message), once.
+        await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED,
+                                    agent_message(task_id, context_id, "2", answer) if answer else None,
                                     metadata={"iac_code": metadata})
-        await updater.requires_input()
         return answer
 
     async def _store_artifact(self, turn: TurnRequest, payload: ArtifactPayload,
@@ -221,10 +223,12 @@ class RuntimeExecutor(AgentExecutor):
             try:
                 note = {"autoApproved": False, "pending": True, "toolName": request.tool_name,
                         "toolUseId": request.tool_use_id}
-                await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, metadata={"iac_code": {
-                    "input": envelope(request, task_id=task_id, context_id=context_id, input_id=input_id,
-                                      language=turn.language),
-                    "permission": note}})
+                question = envelope(request, task_id=task_id, context_id=context_id, input_id=input_id,
+                                    language=turn.language)
+                await updater.update_status(
+                    TaskState.TASK_STATE_INPUT_REQUIRED,
+                    agent_message(task_id, context_id, "permission", pause_text(request, question)),
+                    metadata={"iac_code": {"input": question, "permission": note}})
                 try:
                     decision = Decision(await asyncio.wait_for(answer, self._permission_timeout) == ALLOW_ONCE,
                                         "interactive")

@@ -27,7 +27,16 @@ PROVIDER_BAD_STREAM = N_("The model provider sent an answer that could not be re
 TOOL_ROUNDS_EXCEEDED = N_("Stopped after {rounds} rounds of tool calls without a final answer.")
 
 # ---------------------------------------------------------------- permission prompt
-PERMISSION_PROMPT = N_("{title} Allow once?")
+PERMISSION_PROMPT = N_("{title} ({target})?")
+PROMPT_WRITE_FILE = N_("Write {file} in the workspace?")
+PROMPT_WRITE_ANY_FILE = N_("Write a file in the workspace?")
+ANSWER_HINT = N_("Reply `allow` to allow this once, or `deny`.")
+ANSWER_HINT_WRITE_FILE = N_("Reply `allow` to write {file} once, or `deny`.")
+PERMISSION_PENDING = N_(
+    "Task {task} is waiting for a permission answer. Answer it with a message whose taskId is {task}: "
+    "either the text `allow` or `deny`, or the structured answer (one application/json data part with "
+    "\"kind\": \"permission\", as described in the task's metadata.iac_code.input)."
+)
 OPTION_ALLOW_ONCE = N_("Allow once")
 OPTION_DENY = N_("Deny")
 

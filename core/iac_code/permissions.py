@@ -4,9 +4,11 @@ A runtime asks with a :class:`~iac_code.runtime.PermissionRequest`. The
 :class:`PermissionPolicy` decides from configuration (deny rules first, then
 exact per-API allows, then blanket allows and auto-approval, which never release
 a protected Alibaba Cloud write API); otherwise the turn pauses in
-INPUT_REQUIRED with a permission envelope and the :class:`PermissionBroker`
-waits for the caller's answer. Every decision is appended to the audit log; an
-allow whose record cannot be written becomes a deny.
+INPUT_REQUIRED with a permission envelope (and a question people read in its
+status message, :func:`pause_text`) and the :class:`PermissionBroker` waits for
+the caller's answer: the structured answer, or a text one (:func:`text_decision`).
+Every decision is appended to the audit log; an allow whose record cannot be
+written becomes a deny.
 """
 
 from __future__ import annotations
@@ -166,6 +168,17 @@ class PermissionBroker:
 
     def pending_for(self, task_id: str) -> bool:
         return any(key[0] == task_id for key in self._pending)
+
+    def waiting_answer(self, task_id: str) -> Answer | None:
+        """The pending request of ``task_id`` as an answer to complete with a decision, if any."""
+        for pending in self._pending.values():
+            if pending.task_id == task_id and not pending.future.done():
+                return Answer(pending.task_id, pending.context_id, pending.input_id, pending.tool_use_id, "")
+        return None
+
+    def waiting_in_context(self, context_id: str) -> list[str]:
+        """The tasks of ``context_id`` waiting for a permission answer."""
+        return [p.task_id for p in self._pending.values() if p.context_id == context_id and not p.future.done()]
 
     def resolve(self, answer: Answer) -> None:
         """Deliver a validated answer; errors leave the pending request untouched."""
@@ -334,7 +347,7 @@ def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input
         "schemaVersion": 1, "kind": "permission", "requestTaskId": task_id, "contextId": context_id,
         "inputId": input_id, "toolUseId": request.tool_use_id, "toolName": request.tool_name,
         **display, "isReadOnly": request.is_read_only is True,
-        "prompt": t(m.PERMISSION_PROMPT, title=display["title"]),
+        "prompt": _question(request, display, t),
         "safeSummary": safe_summary[:1200],
         "options": [{"id": ALLOW_ONCE, "label": t(m.OPTION_ALLOW_ONCE)}, {"id": DENY, "label": t(m.OPTION_DENY)}],
         "language": t.language, "required": True,
@@ -342,6 +355,103 @@ def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input
     if deployment is not None:
         result["deploymentSummary"] = deployment
     return result
+
+
+def _file_target(request: PermissionRequest) -> str | None:
+    """The file a workspace write names (a sanitised, cut path), else ``None``."""
+    if request.tool_name not in FILE_TOOLS or request.operation.get("product") or request.operation.get("action"):
+        return None
+    return next((_cut(str(request.input[k]), 240) for k in TARGET_KEYS
+                 if isinstance(request.input.get(k), str) and request.input[k].strip()), None)
+
+
+def _question(request: PermissionRequest, display: Mapping[str, str], t: Translator) -> str:
+    """The envelope's ``prompt``: what the tool wants to do, as a question."""
+    file = _file_target(request)
+    if file is not None:
+        return t(m.PROMPT_WRITE_FILE, file=file)
+    if display["effect"] == "file_change":
+        return t(m.PROMPT_WRITE_ANY_FILE)
+    return _cut(t(m.PERMISSION_PROMPT, title=display["title"], target=display["target"]))
+
+
+def pause_text(request: PermissionRequest, input_envelope: Mapping[str, Any]) -> str:
+    """The human-readable text of a permission pause (the INPUT_REQUIRED ``status.message``).
+
+    What the tool wants to do and its target (the question), why, the deployment summary
+    when there is one, and how to answer in text, in the envelope's language.
+    """
+    t = translator(str(input_envelope.get("language", "en")))
+    lines = [str(input_envelope["prompt"]), str(input_envelope["purpose"])]
+    if "deploymentSummary" in input_envelope:
+        lines.append(str(input_envelope["safeSummary"]))
+    file = _file_target(request)
+    lines.append(t(m.ANSWER_HINT_WRITE_FILE, file=file) if file else t(m.ANSWER_HINT))
+    return "\n".join(line for line in lines if line)
+
+
+# --------------------------------------------------------------------------- text answers
+
+# The words a person may reply instead of the structured answer: those the pause text shows in
+# each catalog language, and the common yes/no forms of the languages the project's users write.
+# A text answer never grants more than once: every "allow" form means ``allow_once``.
+ALLOW_WORDS = frozenset({
+    "allow", "allow once", "allow_once", "yes", "approve",
+    "允许", "允许一次", "允许本次", "是", "是的", "好", "好的", "可以", "同意",
+    "erlauben", "einmal erlauben", "ja", "zulassen", "genehmigen", "zustimmen",
+    "permitir", "permitir uma vez", "permitir una vez", "sim", "sí", "autorizar", "aprovar",
+    "autoriser", "autoriser une fois", "oui",
+    "許可", "今回のみ許可", "はい",
+})
+DENY_WORDS = frozenset({
+    "deny", "no", "reject",
+    "拒绝", "否", "不", "不要", "不行", "不可以", "不允许",
+    "ablehnen", "verweigern", "nein",
+    "negar", "recusar", "rejeitar", "não", "nao", "denegar",
+    "refuser", "non",
+    "拒否", "いいえ",
+})
+_CJK_GAP = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff]) (?=[\u3040-\u30ff\u4e00-\u9fff])")
+_PUNCTUATION = re.compile(r"[\s`'\"“”‘’«»„.,;:!?¡¿。，、；：！？…()\[\]（）【】「」『』-]+")
+
+
+def text_decision(text: str) -> str | None:
+    """``allow_once`` or ``deny`` for a text answer (case, spaces and punctuation ignored), else ``None``."""
+    words = _PUNCTUATION.sub(" ", text.casefold()).split()
+    phrase = " ".join(words)
+    forms = {phrase, phrase.replace(" ", "_"), _CJK_GAP.sub("", phrase)}  # allow_once; 允许 一次
+    if forms & ALLOW_WORDS:
+        return ALLOW_ONCE
+    if forms & DENY_WORDS:
+        return DENY
+    return None
+
+
+def message_text(message: Message) -> str | None:
+    """The text of a message made only of text parts (``None`` when any part is something else)."""
+    if not message.parts or any(part.WhichOneof("content") != "text" for part in message.parts):
+        return None
+    return "".join(part.text for part in message.parts)
+
+
+def awaited_answer(task: Task) -> Answer | None:
+    """The answer a stored task paused for permission waits for (no decision yet), from its envelope.
+
+    For a turn paused on another node (shared state), where this node's broker knows nothing of it.
+    """
+    iac_code = task.metadata.fields.get("iac_code")
+    fields = iac_code.struct_value.fields if iac_code is not None else {}
+    permission = fields["permission"].struct_value.fields if "permission" in fields else {}
+    pending = permission.get("pending")
+    question = fields["input"].struct_value.fields if "input" in fields else {}
+    if pending is None or not pending.bool_value or "inputId" not in question or "toolUseId" not in question:
+        return None
+    return Answer(task.id, task.context_id, question["inputId"].string_value, question["toolUseId"].string_value, "")
+
+
+def pending_error(task_id: str, language: str | None) -> InvalidParamsError:
+    """The -32602 for a message a paused task cannot take: how to answer, and which task waits."""
+    return InvalidParamsError(message=translator(language)(m.PERMISSION_PENDING, task=task_id))
 
 
 def audit_record(request: PermissionRequest, *, task_id: str, context_id: str, owner: str, decision: Decision,

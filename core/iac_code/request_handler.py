@@ -28,6 +28,7 @@ import contextvars
 import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
@@ -40,6 +41,7 @@ from a2a.types.a2a_pb2 import (
     ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     Message,
+    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -75,13 +77,18 @@ from iac_code.permissions import (
     Answer,
     PermissionBroker,
     acknowledgement,
+    awaited_answer,
+    message_text,
+    pending_error,
     permission_answer_part,
+    text_decision,
     validate_answer,
 )
 from iac_code.push_sender import QueueingPushSender
 from iac_code.remote_turns import RemoteTurns
 from iac_code.task_events import replayed, resume_after, stamped_copy, version_number
 from iac_code.turns import (
+    ALREADY_WORKING,
     STOP_STATES,
     TERMINAL_STATES,
     Subscription,
@@ -239,9 +246,14 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
         if self._contexts is not None and isinstance(turn_input, TurnInput) and turn_input.error is None:
-            context.state[CONTEXT_STATE_KEY] = await self._contexts.reserve(
-                resolve_user_scope(context), request.context_id or "", turn_input.cwd, turn_input.channel,
-                request.task_id or "")
+            try:
+                context.state[CONTEXT_STATE_KEY] = await self._contexts.reserve(
+                    resolve_user_scope(context), request.context_id or "", turn_input.cwd, turn_input.channel,
+                    request.task_id or "")
+            except UnsupportedOperationError as exc:
+                if exc.message == ALREADY_WORKING:
+                    await self._explain_busy_context(params, context)
+                raise
         config = params.configuration
         if self._push_config_store and config.HasField("task_push_notification_config"):
             await self._reject_unsafe_push_url(config.task_push_notification_config.url)
@@ -289,6 +301,52 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             return None
         return validate_answer(params.message, parts)
 
+    async def _text_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
+        """A text answer (``allow``, ``deny``, ...) to the caller's task paused for permission.
+
+        Any other message for that task, and a message without ``taskId`` in a context where one
+        of the caller's tasks waits for an answer, is refused with how to answer (-32602).
+        """
+        broker = self._permissions
+        message = params.message
+        if broker is None or not message.task_id:
+            return None
+        waiting = broker.waiting_answer(message.task_id)
+        if waiting is None and self._link is None:
+            return None
+        stored = await self.task_store.get(message.task_id, context)  # the caller's task only
+        if stored is None:
+            return None
+        if waiting is None and self.engine.running(message.task_id) is None:
+            waiting = awaited_answer(stored)  # paused on another node
+        if waiting is None:
+            return None
+        text = message_text(message) if message.role == Role.ROLE_USER else None
+        decision = text_decision(text) if text is not None else None
+        if decision is None:
+            raise pending_error(message.task_id, self._language(params, context))
+        return replace(waiting, context_id=message.context_id or waiting.context_id, decision=decision)
+
+    async def _explain_busy_context(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        """A context refused as busy because one of the caller's tasks waits for permission: say so (-32602)."""
+        context_id = params.message.context_id
+        if self._permissions is None or not context_id:
+            return
+        for task_id in self._permissions.waiting_in_context(context_id):
+            if await self.task_store.get(task_id, context) is not None:
+                raise pending_error(task_id, self._language(params, context))
+        if self._link is not None:  # the turn may wait on another node: its task is the context's latest
+            latest = await self.task_store.list(ListTasksRequest(context_id=context_id, page_size=5), context)
+            for task in latest.tasks:
+                if awaited_answer(task) is not None:
+                    raise pending_error(task.id, self._language(params, context))
+
+    @staticmethod
+    def _language(params: SendMessageRequest, context: ServerCallContext) -> str | None:
+        raw = context.state.get(RAW_PARAMS_KEY)
+        metadata = iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None)
+        return normalise_language(metadata.get("preferredLanguage", metadata.get("preferred_language")))
+
     async def _paused_turn(self, answer: Answer, context: ServerCallContext) -> Turn:
         """The running turn waiting for ``answer`` (the task must be the caller's)."""
         turn = self.engine.running(answer.task_id)
@@ -298,7 +356,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         immediately = params.configuration.return_immediately
-        answer = self._permission_answer(params, context)
+        answer = self._permission_answer(params, context) or await self._text_answer(params, context)
         if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
             result = await self._answer_elsewhere(answer, context, immediately)
             await self._settle(result, context)
@@ -324,7 +382,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
         subscription = Subscription(ends_at_stop=self.turn_ends_in_input_required)
         snapshot: Task | None = None
-        answer = self._permission_answer(params, context)
+        answer = self._permission_answer(params, context) or await self._text_answer(params, context)
         if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
             async for event in self._stream_answer_elsewhere(answer, context, params):
                 yield event

@@ -99,8 +99,9 @@ def task_answer(task: dict[str, Any]) -> str:
     """The text a turn answered: the status message, else the last agent text message of the history.
 
     Only the last one: a streamed turn's history holds its text deltas and then the whole answer.
+    The status message of a task paused for permission is the question, not an answer.
     """
-    text = status_text(task)
+    text = status_text(task) if permission_request(task) is None else ""
     if text:
         return text
     for entry in reversed(task.get("history", []) or []):

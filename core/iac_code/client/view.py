@@ -151,7 +151,7 @@ class TextView(View):
             self._say(f"[dim]↳ {escape(str(permission.get('toolName', '')))} {verdict}[/dim]")
         text = ev.status_text(obj)
         state = ev.state(event)
-        if not text:
+        if not text or ev.permission_request(event) is not None:  # a pause's question: shown by permission()
             return
         if "assistantFinal" in meta:
             if not self._streamed:
