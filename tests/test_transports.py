@@ -220,7 +220,7 @@ async def test_permission_round_trip_subscribe_and_cancel(transport: str, tmp_pa
         canceled = await client.request(rpc("CancelTask", {"id": second["id"]}), headers=VERSION)
         assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
         finished = await collect(client.stream(rpc("SubscribeToTask", {"id": second["id"]}), headers=VERSION))
-        assert [e["error"]["code"] for e in finished] == [-32001]  # nothing left to follow
+        assert [e["error"]["code"] for e in finished] == [-32004]  # terminal: nothing left to follow
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
