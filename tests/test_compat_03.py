@@ -19,7 +19,7 @@ from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types.a2a_pb2 import GetExtendedAgentCardRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 
-from iac_code.testing import A2A_HEADERS, RunningServer, parse_sse, start_server
+from iac_code.testing import A2A_HEADERS, RunningServer, next_sse_data, parse_sse, start_server
 
 VPC_PROMPT = "Create a VPC with two vSwitches."
 HOOK = "https://8.8.8.8/a2a-hook"
@@ -120,9 +120,11 @@ async def test_stream_frames_are_0_3_shaped(server: RunningServer, http: aiohttp
     assert last["kind"] == "status-update" and last["status"]["state"] == "input-required"
     assert "statusUpdate" not in str(events)
 
-    # The turn is over: nothing to resubscribe to (a plain JSON error, not SSE).
-    again = await rpc(http, server, "tasks/resubscribe", {"id": last["taskId"]})
-    assert again["error"]["code"] == -32001
+    # The turn is over, the task rests: a resubscription shows it, then waits for its next turn.
+    async with http.post(server.url, json=rpc_body("tasks/resubscribe", {"id": last["taskId"]}), headers=JSON) as r:
+        assert r.headers["Content-Type"] == "text/event-stream; charset=utf-8"
+        first = await next_sse_data(r.content, 10)
+    assert first["result"]["kind"] == "task" and first["result"]["status"]["state"] == "input-required"
 
 
 async def test_cancel_a_turn_paused_at_a_permission(server: RunningServer, http: aiohttp.ClientSession) -> None:
@@ -303,3 +305,50 @@ async def test_sdk_0_3_rest_client(server: RunningServer) -> None:
         assert got.id == sent.task.id and got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         card = await transport.get_extended_agent_card(GetExtendedAgentCardRequest())
         assert card.name == "iac-code"
+
+
+# ----------------------------------------------------------------------------- the card a 0.3 client reads
+
+
+async def test_the_public_card_carries_the_0_3_fields(server: RunningServer, http: aiohttp.ClientSession) -> None:
+    """transports.md (cards): the HTTP card also carries the legacy fields, naming the 0.3 interfaces served."""
+    from a2a.client.card_resolver import parse_agent_card
+    from a2a.compat.v0_3 import types as types_v03
+
+    async with http.get(server.url + ".well-known/agent-card.json") as r:
+        assert r.status == 200
+        document = await r.json()
+    rest_url = server.url.rstrip("/")
+    assert document["url"] == server.url
+    assert document["preferredTransport"] == "JSONRPC" and document["protocolVersion"] == "0.3"
+    assert document["additionalInterfaces"] == [{"url": rest_url, "transport": "HTTP+JSON"}]
+    assert [(i["protocolBinding"], i["protocolVersion"]) for i in document["supportedInterfaces"]] == [
+        ("JSONRPC", "1.0"), ("HTTP+JSON", "1.0")]  # the 1.0 list as it was
+    legacy = types_v03.AgentCard.model_validate(document)  # what an a2a-sdk 0.3 client parses
+    assert (legacy.url, legacy.protocol_version, legacy.supports_authenticated_extended_card) == (
+        server.url, "0.3", True)
+    assert parse_agent_card(dict(document)) == server.kernel.cards.card  # a 1.0 reader sees the 1.0 card
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_a_0_3_client_discovers_the_server_from_the_card(server: RunningServer, http: aiohttp.ClientSession,
+                                                               binding: str) -> None:
+    """A 0.3-era card reader (no ``supportedInterfaces``) finds the 0.3 interfaces and talks 0.3 through them."""
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.client.card_resolver import parse_agent_card
+
+    async with http.get(server.url + ".well-known/agent-card.json") as r:
+        document = await r.json()
+    document.pop("supportedInterfaces")
+    card = parse_agent_card(document)
+    assert {(i.protocol_binding, i.protocol_version) for i in card.supported_interfaces} == {
+        ("JSONRPC", "0.3"), ("HTTP+JSON", "0.3")}
+    async with httpx.AsyncClient(timeout=10) as client:
+        sdk = ClientFactory(ClientConfig(streaming=True, httpx_client=client,
+                                         supported_protocol_bindings=[binding])).create(card)
+        try:
+            events = [event async for event in sdk.send_message(sdk_request("hello", f"card-{binding}"))]
+        finally:
+            await sdk.close()
+    assert events[0].HasField("task")
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED

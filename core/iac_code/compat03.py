@@ -49,7 +49,6 @@ from a2a.server.jsonrpc_models import JSONRPCError
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types.a2a_pb2 import (
     AgentCard,
-    AgentInterface,
     ListTaskPushNotificationConfigsResponse,
     ListTasksResponse,
     SendMessageRequest,
@@ -58,11 +57,11 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskPushNotificationConfig,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_0_3
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 
+from iac_code.card import legacy_interfaces
 from iac_code.dispatcher import CallError, CallInfo, decode_json, requested_version
 from iac_code.jsonio import integral_floats_to_int, message_to_json
 from iac_code.rest import REST_ROUTES, RestReply, RestRoute, RestStream, error_reply, sse_events
@@ -101,8 +100,6 @@ V03_ERROR_CODES = frozenset(
     cls.model_fields["code"].default for cls in get_args(types_v03.A2AError.model_fields["root"].annotation))
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
 JSON_MEDIA_TYPE = "application/json"
-# The bindings this server also serves as 0.3 (JSON-RPC by method name, HTTP+JSON under /v1).
-LEGACY_BINDINGS = frozenset({"JSONRPC", "HTTP+JSON"})
 
 
 # ------------------------------------------------------------------ shared
@@ -261,9 +258,7 @@ def _with_legacy_interfaces(card: AgentCard) -> AgentCard:
     interfaces = card.supported_interfaces
     if any(not i.protocol_version or is_legacy_version(i.protocol_version) for i in interfaces):
         return card
-    twins = [AgentInterface(url=i.url, protocol_binding=i.protocol_binding, protocol_version=PROTOCOL_VERSION_0_3)
-             for i in interfaces if i.protocol_binding in LEGACY_BINDINGS]
-    interfaces.extend(twins)
+    interfaces.extend(legacy_interfaces(card))
     return card
 
 
