@@ -165,8 +165,11 @@ class RestBinding:
         return RestReply(status=200, body={} if result is None else result)
 
 
-async def sse_events(events: AsyncIterator[dict[str, Any]], error_payload: Callable[[A2AError | JSONRPCError], dict[str, Any]]
-                     | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+ErrorPayload = Callable[[A2AError | JSONRPCError], dict[str, Any]]
+
+
+async def sse_events(events: AsyncIterator[dict[str, Any]],
+                     error_payload: ErrorPayload | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """SSE ``(event name, data)`` pairs of a stream of JSON events; a :class:`CallError` is one ``error`` event
     (its data the ``google.rpc.Status`` body, or ``error_payload(error)``)."""
     try:
