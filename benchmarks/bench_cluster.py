@@ -257,10 +257,12 @@ def method(name: str, **params: Any) -> dict[str, Any]:
 
 async def read_stream(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
                       headers: dict[str, str] | None = None, seen: asyncio.Event | None = None,
-                      after: int = 0) -> list[tuple[int, float]]:
+                      after: int = 0, resting_ends: bool = False) -> list[tuple[int, float]]:
     """Read an SSE stream to its end; return (event id, arrival time) in order of arrival.
 
-    ``seen`` is set when the first event with an id above ``after`` arrives.
+    ``seen`` is set when the first event with an id above ``after`` arrives. ``resting_ends``:
+    a subscription that opens on a task resting after its turn (which would wait for a next
+    turn) raises ``RuntimeError`` at once.
     """
     arrivals: list[tuple[int, float]] = []
     async with http.post(url, json=body, headers={**A2A_HEADERS, **(headers or {})}) as response:
@@ -278,6 +280,8 @@ async def read_stream(http: aiohttp.ClientSession, url: str, body: dict[str, Any
                 if data is not None:
                     if b'"error"' in data:
                         raise RuntimeError(f"error event: {data[:200]!r}")
+                    if resting_ends and not arrivals and b'"task"' in data and b"TASK_STATE_INPUT_REQUIRED" in data:
+                        raise RuntimeError("the task rests: its turn is over")
                     if event_id is not None:
                         arrivals.append((int(event_id), time.perf_counter()))
                         if seen is not None and int(event_id) > after:
@@ -336,9 +340,10 @@ async def follow_turn(http: aiohttp.ClientSession, a: Node, b: Node, turn: int) 
     on_b: list[tuple[int, float]] = []
     if resumed.is_set():
         try:
-            on_b = await asyncio.wait_for(read_stream(http, b.url, method("SubscribeToTask", id=task["id"])), 60)
+            on_b = await asyncio.wait_for(read_stream(http, b.url, method("SubscribeToTask", id=task["id"]),
+                                                      resting_ends=True), 60)
         except RuntimeError:
-            on_b = []  # the turn stopped before the subscription arrived ("not active")
+            on_b = []  # the turn stopped before the subscription arrived (the task rests)
     waiter.cancel()
     on_a = await asyncio.wait_for(answering, 60)
     return deltas(on_a, on_b[1:], pause_seq)

@@ -9,6 +9,7 @@ runs it over all three against one server and compares the normalised results.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +31,14 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import permission_answer_request, start_server
 from tests.bindings_support import (
     BASE_SETTINGS,
     BINDINGS,
+    STREAM_SECONDS,
     UNAUTHENTICATED,
     Run,
     Scenario,
@@ -262,11 +264,33 @@ async def subscribe(run: Run) -> Any:
     assert events[0].task.id == paused.task.id and events[0].task.status.state == INPUT_REQUIRED
     assert envelope_of(events[0].task) == envelope
 
+    ended = await subscribe_between_turns(run)
+    canceled = await unary.cancel_task(CancelTaskRequest(id=paused.task.id))
+    assert canceled.status.state == CANCELED
+    terminal = await error_of(collect(streaming.subscribe(SubscribeToTaskRequest(id=paused.task.id))))
+    assert type(terminal) is UnsupportedOperationError, repr(terminal)  # at once, not an empty stream
+    assert "terminal state" in str(terminal)
+    return run.normalise({"paused": [MessageToDict(e) for e in events], "ended": ended, "terminal": terminal})
+
+
+async def subscribe_between_turns(run: Run) -> Any:
+    """A2A 1.0: a task that is not terminal can be subscribed to. A task resting after its turn
+    (INPUT_REQUIRED) gives its current Task, then the next turn's events, and the stream ends with that turn."""
+    unary, streaming = run.client(streaming=False), run.client(streaming=True)
     [ended] = await collect(unary.send_message(text_request("hello", "m-hello")))
-    not_active = await error_of(collect(streaming.subscribe(SubscribeToTaskRequest(id=ended.task.id))))
-    assert type(not_active) is TaskNotFoundError, repr(not_active)
-    assert "not active" in str(not_active)
-    return run.normalise({"paused": [MessageToDict(e) for e in events], "ended": not_active})
+    task_id = ended.task.id
+    stream = streaming.subscribe(SubscribeToTaskRequest(id=task_id))
+    first = await asyncio.wait_for(anext(stream), STREAM_SECONDS)
+    assert first.WhichOneof("payload") == "task", MessageToDict(first)
+    assert first.task.id == task_id and first.task.status.state == INPUT_REQUIRED
+    rest = asyncio.ensure_future(collect(stream))
+    [again] = await collect(unary.send_message(text_request("again", "m-again", task_id=task_id)))
+    followed = await rest
+    assert again.task.status.state == INPUT_REQUIRED
+    assert followed and {task_id_of(e) for e in followed} == {task_id}
+    assert followed[-1].status_update.status.state == INPUT_REQUIRED  # the next turn's end closes the stream
+    assert any(e.status_update.status.state == WORKING for e in followed)
+    return [MessageToDict(e) for e in [first, *followed]]
 
 
 def _seq(event: StreamResponse) -> int:

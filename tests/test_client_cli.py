@@ -138,7 +138,7 @@ async def test_cancel_and_subscribe(ws: Path) -> None:
         twice = await run_client("task-cancel", "--url", server.url, "--task-id", other["requestTaskId"], cwd=ws)
         assert twice.code == 8 and "TaskNotCancelable" in twice.err and "Traceback" not in twice.err
         gone = await run_client("task-subscribe", "--url", server.url, "--task-id", other["requestTaskId"], cwd=ws)
-        assert gone.code == 8 and "is not active" in gone.err
+        assert gone.code == 8 and "terminal state" in gone.err
 
 
 async def test_subscribe_follows_the_next_turn(ws: Path) -> None:

@@ -484,6 +484,10 @@ async def _push_worker(config: Path, keyring: str) -> asyncio.subprocess.Process
             return proc
 
 
+async def _all(stream: AsyncIterator[Any]) -> list[Any]:
+    return [event async for event in stream]
+
+
 async def test_a2a_sdk_clients_on_different_nodes(tmp_path: Path) -> None:
     """a2a-sdk's own client, unchanged: a streamed turn on one node, answered, read and listed on others."""
     import httpx
@@ -525,6 +529,16 @@ async def test_a2a_sdk_clients_on_different_nodes(tmp_path: Path) -> None:
             listed = [await c.list_tasks(ListTasksRequest()) for c in clients]
             assert [t.id for t in listed[0].tasks] == [task_id]
             assert listed[0] == listed[1] == listed[2]
+            # The turn is over: a subscription on node 1 gets the task, then the next turn, run on node 2, to its end.
+            stream = clients[1].subscribe(SubscribeToTaskRequest(id=task_id))
+            first = await asyncio.wait_for(anext(stream), 15)
+            assert first.task.id == task_id and first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            followed = asyncio.ensure_future(asyncio.wait_for(_all(stream), 30))
+            follow_up = SendMessageRequest(message=Message(message_id="m-sdk-2", role=Role.ROLE_USER, task_id=task_id,
+                                                           parts=[Part(text="hello")]))
+            [e async for e in clients[2].send_message(follow_up)]
+            states = [e.status_update.status.state for e in await followed if e.HasField("status_update")]
+            assert states[-1] == TaskState.TASK_STATE_INPUT_REQUIRED and TaskState.TASK_STATE_WORKING in states
         finally:
             for client in clients:
                 await client.close()

@@ -8,18 +8,21 @@ permission pauses and push settings apply unchanged.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
 import httpx
 import pytest
+from a2a.client import ClientConfig, ClientFactory
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types.a2a_pb2 import GetExtendedAgentCardRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 
-from iac_code.testing import A2A_HEADERS, RunningServer, parse_sse, start_server
+from iac_code.testing import A2A_HEADERS, RunningServer, next_sse_data, parse_sse, start_server
 
 VPC_PROMPT = "Create a VPC with two vSwitches."
 HOOK = "https://8.8.8.8/a2a-hook"
@@ -120,9 +123,11 @@ async def test_stream_frames_are_0_3_shaped(server: RunningServer, http: aiohttp
     assert last["kind"] == "status-update" and last["status"]["state"] == "input-required"
     assert "statusUpdate" not in str(events)
 
-    # The turn is over: nothing to resubscribe to (a plain JSON error, not SSE).
-    again = await rpc(http, server, "tasks/resubscribe", {"id": last["taskId"]})
-    assert again["error"]["code"] == -32001
+    # The turn is over, the task rests: a resubscription shows it, then waits for its next turn.
+    async with http.post(server.url, json=rpc_body("tasks/resubscribe", {"id": last["taskId"]}), headers=JSON) as r:
+        assert r.headers["Content-Type"] == "text/event-stream; charset=utf-8"
+        first = await next_sse_data(r.content, 10)
+    assert first["result"]["kind"] == "task" and first["result"]["status"]["state"] == "input-required"
 
 
 async def test_cancel_a_turn_paused_at_a_permission(server: RunningServer, http: aiohttp.ClientSession) -> None:
@@ -231,7 +236,7 @@ async def test_rest_v1_send_and_get(server: RunningServer, http: aiohttp.ClientS
     assert got["id"] == task["id"] and len(got["history"]) == 1
     async with http.get(base + "/v1/tasks/no-such-task") as r:
         assert r.status == 404
-        assert (await r.json())["error"]["status"] == "NOT_FOUND"
+        assert await r.json() == {"message": "Task not found"}  # a2a-sdk 0.3's REST error body
     # A 1.0 client: "/v1" is then a tenant, as before.
     async with http.get(f"{base}/v1/tasks/{task['id']}", headers={"A2A-Version": "1.0"}) as r:
         assert r.status == 200
@@ -303,3 +308,136 @@ async def test_sdk_0_3_rest_client(server: RunningServer) -> None:
         assert got.id == sent.task.id and got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         card = await transport.get_extended_agent_card(GetExtendedAgentCardRequest())
         assert card.name == "iac-code"
+
+
+# ----------------------------------------------------------------------------- the card a 0.3 client reads
+
+
+async def test_the_public_card_carries_the_0_3_fields(server: RunningServer, http: aiohttp.ClientSession) -> None:
+    """transports.md (cards): the HTTP card also carries the legacy fields, naming the 0.3 interfaces served."""
+    from a2a.client.card_resolver import parse_agent_card
+    from a2a.compat.v0_3 import types as types_v03
+
+    async with http.get(server.url + ".well-known/agent-card.json") as r:
+        assert r.status == 200
+        document = await r.json()
+    rest_url = server.url.rstrip("/")
+    assert document["url"] == server.url
+    assert document["preferredTransport"] == "JSONRPC" and document["protocolVersion"] == "0.3"
+    assert document["additionalInterfaces"] == [{"url": rest_url, "transport": "HTTP+JSON"}]
+    assert [(i["protocolBinding"], i["protocolVersion"]) for i in document["supportedInterfaces"]] == [
+        ("JSONRPC", "1.0"), ("HTTP+JSON", "1.0")]  # the 1.0 list as it was
+    legacy = types_v03.AgentCard.model_validate(document)  # what an a2a-sdk 0.3 client parses
+    assert (legacy.url, legacy.protocol_version, legacy.supports_authenticated_extended_card) == (
+        server.url, "0.3", True)
+    assert parse_agent_card(dict(document)) == server.kernel.cards.card  # a 1.0 reader sees the 1.0 card
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_a_0_3_client_discovers_the_server_from_the_card(server: RunningServer, http: aiohttp.ClientSession,
+                                                               binding: str) -> None:
+    """A 0.3-era card reader (no ``supportedInterfaces``) finds the 0.3 interfaces and talks 0.3 through them."""
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.client.card_resolver import parse_agent_card
+
+    async with http.get(server.url + ".well-known/agent-card.json") as r:
+        document = await r.json()
+    document.pop("supportedInterfaces")
+    card = parse_agent_card(document)
+    assert {(i.protocol_binding, i.protocol_version) for i in card.supported_interfaces} == {
+        ("JSONRPC", "0.3"), ("HTTP+JSON", "0.3")}
+    async with httpx.AsyncClient(timeout=10) as client:
+        sdk = ClientFactory(ClientConfig(streaming=True, httpx_client=client,
+                                         supported_protocol_bindings=[binding])).create(card)
+        try:
+            events = [event async for event in sdk.send_message(sdk_request("hello", f"card-{binding}"))]
+        finally:
+            await sdk.close()
+    assert events[0].HasField("task")
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+
+# ----------------------------------------------------------------------------- file bytes on every binding
+
+TEXT_FILE = "héllo wörld\nzweite Zeile\n".encode()
+BINARY_FILE = bytes(range(256)) + b"\x00\xff\xfe"
+FILES = (("notes.txt", "text/plain", TEXT_FILE), ("blob.bin", "application/octet-stream", BINARY_FILE))
+
+
+async def _send_files(binding: str, server: RunningServer, http: aiohttp.ClientSession) -> tuple[str, list[bytes]]:
+    """Send a text and a binary file over ``binding``; the task id and the files as that binding reads them back."""
+    b64 = [base64.b64encode(data).decode() for _, _, data in FILES]
+    if binding == "JSONRPC-0.3":
+        parts = [{"kind": "text", "text": "look"}, *({"kind": "file", "file": {"bytes": b, "mimeType": m, "name": n}}
+                                                    for (n, m, _), b in zip(FILES, b64, strict=True))]
+        task = (await rpc(http, server, "message/send", {"message": message(message_id="f03", parts=parts)}))["result"]
+        got = (await rpc(http, server, "tasks/get", {"id": task["id"]}))["result"]
+        return task["id"], [base64.b64decode(p["file"]["bytes"]) for p in got["history"][0]["parts"][1:]]
+    if binding == "HTTP+JSON-0.3":
+        content = [{"text": "look"}, *({"file": {"fileWithBytes": b, "mimeType": m, "name": n}}
+                                       for (n, m, _), b in zip(FILES, b64, strict=True))]
+        body = {"message": {"messageId": "f03r", "role": "ROLE_USER", "content": content}}
+        async with http.post(server.url + "v1/message:send", json=body) as r:
+            assert r.status == 200, await r.text()
+            task = (await r.json())["task"]
+        async with http.get(server.url + f"v1/tasks/{task['id']}") as r:
+            got = await r.json()
+        return task["id"], [base64.b64decode(p["file"]["fileWithBytes"]) for p in got["history"][0]["content"][1:]]
+    from tests.bindings_support import fetch_card
+
+    async with httpx.AsyncClient(timeout=15) as client:
+        card = await fetch_card(server, client)
+        config = ClientConfig(streaming=False, supported_protocol_bindings=[binding], httpx_client=client,
+                              grpc_channel_factory=grpc.aio.insecure_channel)
+        sdk = ClientFactory(config).create(card)
+        try:
+            parts = [Part(text="look"), *(Part(raw=d, media_type=m, filename=n) for n, m, d in FILES)]
+            request = SendMessageRequest(message=Message(message_id=f"f-{binding}", role=Role.ROLE_USER, parts=parts))
+            [reply] = [event async for event in sdk.send_message(request)]
+            got = await sdk.get_task(GetTaskRequest(id=reply.task.id))
+        finally:
+            await sdk.close()
+    return reply.task.id, [p.raw for p in got.history[0].parts[1:]]
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC", "JSONRPC-0.3", "HTTP+JSON-0.3"])
+async def test_file_bytes_are_stored_byte_exact(binding: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text and a binary file, sent as bytes over each 1.0 and 0.3 binding, are stored and read back unchanged."""
+    monkeypatch.chdir(tmp_path)
+    async with start_server({"transport": ["http", "grpc"], "grpc-port": 0}) as server, \
+            aiohttp.ClientSession() as http:
+        task_id, read_back = await _send_files(binding, server, http)
+        assert read_back == [data for _, _, data in FILES]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as r:
+            stored = (await r.json())["result"]["history"][0]["parts"][1:]
+    assert [(p["filename"], p["mediaType"], base64.b64decode(p["raw"])) for p in stored] == list(FILES)
+
+
+async def test_rest_v1_errors_are_0_3_shaped(server: RunningServer, http: aiohttp.ClientSession) -> None:
+    """a2a-sdk 0.3's REST handler answered errors as ``{"message": ...}`` with its own HTTP statuses."""
+    async with http.get(server.url + "v1/tasks/no-such-task") as r:
+        assert (r.status, await r.json()) == (404, {"message": "Task not found"})
+    async with http.post(server.url + "v1/tasks/no-such-task:cancel", json={}) as r:
+        assert (r.status, await r.json()) == (404, {"message": "Task not found"})
+    async with http.post(server.url + "v1/message:send", json={"message": {"role": "ROLE_USER", "content": 7}}) as r:
+        assert r.status == 422
+        assert set(await r.json()) == {"message"}
+    async with http.post(server.url + "v1/message:send", data=b"{not json", headers=JSON) as r:
+        assert r.status == 400
+        assert set(await r.json()) == {"message"}
+
+
+async def test_the_last_event_of_a_0_3_stream_is_final(server: RunningServer, http: aiohttp.ClientSession) -> None:
+    body = rpc_body("message/stream", {"message": message(message_id="m-final")}, request_id="f1")
+    async with http.post(server.url, json=body, headers=JSON) as r:
+        events, _ = parse_sse(await asyncio.wait_for(r.text(), 10))
+    updates = [e["result"] for e in events if e["result"]["kind"] == "status-update"]
+    assert updates[-1]["final"] is True and updates[-1]["status"]["state"] == "input-required"
+    assert not any(u["final"] for u in updates[:-1])
+    rest_body = {"message": {"messageId": "m-final-rest", "role": "ROLE_USER", "content": [{"text": "hello"}]}}
+    async with http.post(server.url + "v1/message:stream", json=rest_body) as r:
+        events, _ = parse_sse(await asyncio.wait_for(r.text(), 10))
+    assert events[-1]["statusUpdate"]["final"] is True
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert not any(e.get("statusUpdate", {}).get("final") for e in events[:-1])

@@ -301,14 +301,13 @@ async def test_list_tasks_include_artifacts(server: RunningServer, http: aiohttp
     assert full["result"]["tasks"][0]["artifacts"] == task["artifacts"]
 
 
-async def test_subscribe_to_finished_tasks_fails_at_once(probe: Caller) -> None:
-    done = (await probe(message("hi", "m1")))["result"]["task"]
+async def test_subscribe_to_a_terminal_task_fails_at_once(probe: Caller) -> None:
     failed = (await probe(message("hi", "m2", iac_code={"cwd": "relative"})))["result"]["task"]
-    for task in (done, failed):
-        reply = await asyncio.wait_for(probe({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
-                                              "params": {"id": task["id"]}}), 5)
-        assert reply["error"]["code"] == -32001
-        assert reply["error"]["message"] == f"Task {task['id']} is not active"
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    reply = await asyncio.wait_for(probe({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
+                                          "params": {"id": failed["id"]}}), 5)
+    assert reply["error"]["code"] == -32004  # UnsupportedOperationError, not a stream
+    assert reply["error"]["message"] == f"Task {failed['id']} is in terminal state: TASK_STATE_FAILED"
 
 
 # ----------------------------------------------------------------------------- artifacts and errors

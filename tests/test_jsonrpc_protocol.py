@@ -202,8 +202,11 @@ async def test_subscribe_to_running_task_then_finished() -> None:
             events, _ = parse_sse(await asyncio.wait_for(sub.text(), 10))
         await stream.text()
         assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        finished = await rpc(http, server, sub_body)
-        assert finished["error"]["code"] == -32001
+        # The turn is over, the task rests: a new subscription opens with it and waits for the next turn.
+        async with http.post(server.url, json=sub_body, headers=A2A_HEADERS) as sub:
+            assert sub.headers["Content-Type"].startswith("text/event-stream")
+            rest = (await next_sse_data(sub.content))["result"]["task"]
+        assert rest["id"] == task_id and rest["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def test_follow_up_on_same_task(server: RunningServer, http: aiohttp.ClientSession) -> None:

@@ -84,7 +84,7 @@ async def test_unix_send_stream_get_subscribe(unix_client: NdjsonClient) -> None
 
     # an error before the first event is surfaced, with "final" so the stream ends (the anchor dropped it)
     ended = await collect(unix_client, {"jsonrpc": "2.0", "id": "gone", "method": "SubscribeToTask",
-                                        "params": {"id": task["id"]}})
+                                        "params": {"id": "no-such-task"}})
     assert len(ended) == 1 and ended[0]["final"] is True and ended[0]["error"]["code"] == -32001
 
 

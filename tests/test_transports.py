@@ -112,10 +112,12 @@ async def serving(transport: str, tmp: Path, settings: dict[str, Any] | None = N
     async with start_server({**settings, **extra}) as server:
         client = await _connect(transport, server.url, prefix, connect_headers)
         _FACTORIES[id(client)] = lambda: _connect(transport, server.url, prefix, connect_headers)
+        _URLS[id(client)] = server.url
         try:
             yield client
         finally:
             _FACTORIES.pop(id(client), None)
+            _URLS.pop(id(client), None)
             await client.aclose()
     if transport == "redis-streams":
         drop_keys(prefix)
@@ -133,6 +135,7 @@ def drop_keys(prefix: str) -> None:
 
 
 _FACTORIES: dict[int, Any] = {}
+_URLS: dict[int, str] = {}
 
 
 async def connect_another(client: Client) -> Client:
@@ -218,7 +221,7 @@ async def test_permission_round_trip_subscribe_and_cancel(transport: str, tmp_pa
         canceled = await client.request(rpc("CancelTask", {"id": second["id"]}), headers=VERSION)
         assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
         finished = await collect(client.stream(rpc("SubscribeToTask", {"id": second["id"]}), headers=VERSION))
-        assert [e["error"]["code"] for e in finished] == [-32001]  # nothing left to follow
+        assert [e["error"]["code"] for e in finished] == [-32004]  # terminal: nothing left to follow
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -258,6 +261,51 @@ async def test_bad_requests_get_errors_and_the_transport_keeps_serving(transport
         assert early and early[0]["error"]["code"] == -32602  # an error before the first event reaches the client
         task = await send(client, "hello")  # still serving
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+class BareWebSocket:
+    """Raw frames over a WebSocket whose handshake names no ``A2A-Version`` (the client helper sends 1.0);
+    one request at a time, its answer unwrapped from the transport's ``{"id", "payload", "final"}`` frame."""
+
+    def __init__(self, session: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.session = session
+        self.ws = ws
+
+    @classmethod
+    async def connect(cls, url: str) -> BareWebSocket:
+        session = aiohttp.ClientSession()
+        return cls(session, await session.ws_connect(url))
+
+    async def request(self, payload: dict[str, Any], *, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        await self.ws.send_str(json.dumps({**payload, "headers": headers} if headers else payload))
+        frame = json.loads((await asyncio.wait_for(self.ws.receive(), 10)).data)
+        return dict(frame["payload"])
+
+    async def aclose(self) -> None:
+        await self.ws.close()
+        await self.session.close()
+
+
+@pytest.mark.parametrize("transport", [t for t in TRANSPORTS if t != "http"])
+async def test_a_frame_without_a2a_version_is_a_1_0_call(transport: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """transports.md §1.1: every custom transport dispatches as 1.0; only a 0.3 method name makes a 0.3 call."""
+    monkeypatch.chdir(tmp_path)
+    async with serving(transport, tmp_path) as client:
+        bare: Any = await BareWebSocket.connect(_URLS[id(client)]) if transport == "websocket" else client
+        try:
+            listed = await bare.request({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
+            assert listed["result"]["tasks"] == [], listed
+            sent = await bare.request(rpc("SendMessage", message("hello")))
+            task = sent["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            legacy = await bare.request({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}})
+            assert legacy["result"]["kind"] == "task" and legacy["result"]["status"]["state"] == "input-required"
+            named = await bare.request(rpc("ListTasks", {}), headers={"A2A-Version": "0.3"})
+            assert named["error"]["code"] == -32009  # a version the frame names is still checked
+        finally:
+            if bare is not client:
+                await bare.aclose()
 
 
 async def refused(call: Any) -> bool:

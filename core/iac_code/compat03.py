@@ -29,6 +29,8 @@ Which calls are 0.3:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import logging
 import re
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 import pydantic
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.compat.v0_3 import types as types_v03
 from a2a.compat.v0_3.extension_headers import LEGACY_HTTP_EXTENSION_HEADER
 from a2a.compat.v0_3.request_handler import RequestHandler03
@@ -49,7 +52,6 @@ from a2a.server.jsonrpc_models import JSONRPCError
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types.a2a_pb2 import (
     AgentCard,
-    AgentInterface,
     ListTaskPushNotificationConfigsResponse,
     ListTasksResponse,
     SendMessageRequest,
@@ -58,14 +60,14 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskPushNotificationConfig,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_0_3
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
-from google.protobuf.json_format import ParseDict, ParseError
+from google.protobuf.json_format import MessageToJson, Parse, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 
+from iac_code.card import legacy_interfaces
 from iac_code.dispatcher import CallError, CallInfo, decode_json, requested_version
 from iac_code.jsonio import integral_floats_to_int, message_to_json
-from iac_code.rest import REST_ROUTES, RestReply, RestRoute, RestStream, error_reply, sse_events
+from iac_code.rest import REST_ROUTES, RestReply, RestRoute, RestStream, sse_events
 
 if TYPE_CHECKING:
     from iac_code.dispatcher import JsonRpcDispatcher
@@ -101,8 +103,21 @@ V03_ERROR_CODES = frozenset(
     cls.model_fields["code"].default for cls in get_args(types_v03.A2AError.model_fields["root"].annotation))
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
 JSON_MEDIA_TYPE = "application/json"
-# The bindings this server also serves as 0.3 (JSON-RPC by method name, HTTP+JSON under /v1).
-LEGACY_BINDINGS = frozenset({"JSONRPC", "HTTP+JSON"})
+# a2a-sdk 0.3's REST handler (``A2AErrorToHttpStatus``): the HTTP status per error, body ``{"message": ...}``.
+# Errors 0.3 does not define (extension required, version) are the caller's: 400, never a 500.
+REST03_HTTP_STATUS: dict[int, int] = {
+    -32700: 400, -32600: 400, -32601: 404, -32602: 422, -32603: 500, -32001: 404, -32002: 409,
+    -32003: 501, -32004: 501, -32005: 415, -32006: 502, -32007: 404,
+}
+# 0.3 states after which a stream ends (interrupted or terminal): its last event says ``final: true``.
+_V03_STOP_STATES = frozenset({"input-required", "auth-required", "completed", "canceled", "failed", "rejected"})
+_V03_TERMINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected"})
+# The same states as 0.3 proto-JSON (HTTP+JSON) names them.
+_V03_PROTO_STATES = {
+    "TASK_STATE_INPUT_REQUIRED": "input-required", "TASK_STATE_AUTH_REQUIRED": "auth-required",
+    "TASK_STATE_COMPLETED": "completed", "TASK_STATE_CANCELLED": "canceled", "TASK_STATE_FAILED": "failed",
+    "TASK_STATE_REJECTED": "rejected",
+}
 
 
 # ------------------------------------------------------------------ shared
@@ -142,6 +157,30 @@ def v03_error(error: A2AError | JSONRPCError) -> dict[str, Any]:
 
 def _error(request_id: Any, error: A2AError | JSONRPCError) -> Response:
     return {"jsonrpc": "2.0", "id": request_id, "error": v03_error(error)}
+
+
+def rest03_error_body(error: A2AError | JSONRPCError) -> dict[str, Any]:
+    """The body a2a-sdk 0.3's REST handler answered an error with: ``{"message": ...}``."""
+    return {"message": error.message}
+
+
+def rest03_error_reply(error: A2AError | JSONRPCError, status: int | None = None) -> RestReply:
+    """A 0.3 REST error: a2a-sdk 0.3's body and HTTP status (``status`` overrides the mapping's)."""
+    code = JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603) if isinstance(error, A2AError) else error.code
+    return RestReply(status=status or REST03_HTTP_STATUS.get(code, 400), body=rest03_error_body(error))
+
+
+def ends_stream(state: str, *, follows_next_turn: bool) -> bool:
+    """Whether a 0.3 status update in ``state`` is its stream's last event (``final: true``).
+
+    Streams end at an interrupted or terminal state; a subscription to an a2a-sdk
+    executor's task follows it into its next turn and ends only at a terminal state.
+    """
+    return state in (_V03_TERMINAL_STATES if follows_next_turn else _V03_STOP_STATES)
+
+
+def _follows_next_turn(dispatcher: JsonRpcDispatcher, subscribe: bool) -> bool:
+    return subscribe and not getattr(dispatcher.handler, "turn_ends_in_input_required", False)
 
 
 def _dump(value: Any) -> Any:
@@ -261,9 +300,7 @@ def _with_legacy_interfaces(card: AgentCard) -> AgentCard:
     interfaces = card.supported_interfaces
     if any(not i.protocol_version or is_legacy_version(i.protocol_version) for i in interfaces):
         return card
-    twins = [AgentInterface(url=i.url, protocol_binding=i.protocol_binding, protocol_version=PROTOCOL_VERSION_0_3)
-             for i in interfaces if i.protocol_binding in LEGACY_BINDINGS]
-    interfaces.extend(twins)
+    interfaces.extend(legacy_interfaces(card))
     return card
 
 
@@ -299,7 +336,8 @@ async def dispatch_jsonrpc(dispatcher: JsonRpcDispatcher, payload: Mapping[str, 
             return _no_frames()
         except Exception as exc:  # noqa: BLE001 - mapped like every other failure
             return _error(request_id, _failure(exc, method, request_id))
-        return _frames(stream, first, request_id, method)
+        return _frames(stream, first, request_id, method,
+                       _follows_next_turn(dispatcher, method == "tasks/resubscribe"))
     try:
         result = await call_method(request, _adapter_context())
     except Exception as exc:  # noqa: BLE001 - mapped like every other failure
@@ -320,12 +358,23 @@ def _failure(exc: Exception, method: str, request_id: Any) -> A2AError | JSONRPC
     return JsonRpcInternalError(message="Internal error")
 
 
-async def _frames(stream: AsyncIterator[Any], first: Any, request_id: Any, method: str) -> AsyncIterator[Response]:
-    """The stream's 0.3 responses (``SendStreamingMessageSuccessResponse``); a failure is a final error."""
+async def _frames(stream: AsyncIterator[Any], first: Any, request_id: Any, method: str,
+                  follows_next_turn: bool) -> AsyncIterator[Response]:
+    """The stream's 0.3 responses (``SendStreamingMessageSuccessResponse``); a failure is a final error.
+    The status update that ends the stream says ``final: true``."""
+
+    def frame(item: Any) -> Response:
+        response = {**_dump(item), "id": request_id}
+        result = response.get("result")
+        if isinstance(result, dict) and result.get("kind") == "status-update" and ends_stream(
+                str(result.get("status", {}).get("state")), follows_next_turn=follows_next_turn):
+            result["final"] = True
+        return response
+
     try:
-        yield {**_dump(first), "id": request_id}
+        yield frame(first)
         async for item in stream:
-            yield {**_dump(item), "id": request_id}
+            yield frame(item)
     except Exception as exc:  # noqa: BLE001 - the stream ends with the error frame
         yield _error(request_id, _failure(exc, method, request_id))
     finally:
@@ -394,8 +443,66 @@ class _Request:
         return self.content
 
 
+def _sdk_file_bytes(body: bytes) -> bytes:
+    """A 0.3 ``SendMessageRequest`` body with each ``fileWithBytes`` as a2a-sdk's 0.3 REST handler decodes it.
+
+    In 0.3 proto-JSON ``fileWithBytes`` is the file's bytes in base64. a2a-sdk's handler
+    parses that (one decoding), then reads the bytes as the base64 text of its 0.3
+    model and decodes them again, so text files were refused and binary ones
+    corrupted. Encoding the parsed bytes once more makes its second decoding give
+    the file back byte for byte.
+    """
+    request = pb2_v03.SendMessageRequest()
+    Parse(body, request, ignore_unknown_fields=True)
+    for part in request.request.content:
+        if part.HasField("file") and part.file.HasField("file_with_bytes"):
+            part.file.file_with_bytes = base64.b64encode(part.file.file_with_bytes)
+    return MessageToJson(request).encode("utf-8")
+
+
+def _single_base64(value: Any) -> Any:
+    """A 0.3 proto-JSON result with each ``fileWithBytes`` encoded once (a2a-sdk's handler encodes it twice)."""
+    if isinstance(value, list):
+        return [_single_base64(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    fixed: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "metadata":
+            fixed[key] = item
+        elif key == "file" and isinstance(item, dict) and isinstance(item.get("fileWithBytes"), str):
+            try:
+                text = base64.b64decode(item["fileWithBytes"], validate=True).decode("ascii")
+            except (binascii.Error, ValueError):
+                text = item["fileWithBytes"]
+            fixed[key] = {**item, "fileWithBytes": text}
+        else:
+            fixed[key] = _single_base64(item)
+    return fixed
+
+
+def _final_rest_event(event: dict[str, Any], follows_next_turn: bool) -> dict[str, Any]:
+    """``event`` (0.3 proto-JSON StreamResponse) with ``final: true`` when it is the status update ending the stream."""
+    update = event.get("statusUpdate")
+    if isinstance(update, dict):
+        state = _V03_PROTO_STATES.get(str(update.get("status", {}).get("state")), "")
+        if ends_stream(state, follows_next_turn=follows_next_turn):
+            return {**event, "statusUpdate": {**update, "final": True}}
+    return event
+
+
 class _Rest03Handler(REST03Handler):
-    """a2a-sdk's 0.3 REST handler, with the 0.3 spec's push-config delete it lacks."""
+    """a2a-sdk's 0.3 REST handler, with the 0.3 spec's push-config delete it lacks and file bytes decoded once."""
+
+    async def on_message_send(self, request: _Request, context: ServerCallContext) -> dict[str, Any]:
+        fixed = dataclasses.replace(request, content=_sdk_file_bytes(request.content))
+        return await super().on_message_send(fixed, context)  # type: ignore[arg-type, no-any-return]
+
+    async def on_message_send_stream(self, request: _Request,  # type: ignore[override]
+                                     context: ServerCallContext) -> AsyncIterator[dict[str, Any]]:
+        fixed = dataclasses.replace(request, content=_sdk_file_bytes(request.content))
+        async for event in super().on_message_send_stream(fixed, context):  # type: ignore[arg-type]
+            yield event
 
     async def delete_push_notification(self, request: _Request, context: ServerCallContext) -> dict[str, Any]:
         rpc_request = types_v03.DeleteTaskPushNotificationConfigRequest(
@@ -424,7 +531,7 @@ class Rest03Binding:
             try:
                 decode_json(body, call)  # our texts for a body that is not JSON
             except CallError as exc:
-                return error_reply(exc.error)
+                return rest03_error_reply(exc.error)
         handler = _Rest03Handler(CoreHandler(self._dispatcher, call, None))
         request = _Request(body or b"{}", path_params, call.query)
         call_method = getattr(handler, route.handler)
@@ -434,23 +541,26 @@ class Rest03Binding:
             try:
                 first = await anext(stream)
             except StopAsyncIteration:
-                return RestStream(sse_events(_no_frames()))
+                return RestStream(sse_events(_no_frames(), rest03_error_body))
             except Exception as exc:  # noqa: BLE001 - mapped like every other failure
-                return error_reply(_failure(exc, label, None))
-            return RestStream(sse_events(_rest_events(stream, first, label)))
+                return rest03_error_reply(_failure(exc, label, None))
+            follows = _follows_next_turn(self._dispatcher, route.handler == "on_subscribe_to_task")
+            return RestStream(sse_events(_rest_events(stream, first, label, follows), rest03_error_body))
         try:
             result = await call_method(request, _adapter_context())
         except Exception as exc:  # noqa: BLE001 - mapped like every other failure
-            return error_reply(_failure(exc, label, None))
-        return RestReply(status=200, body=integral_floats_to_int(result))
+            return rest03_error_reply(_failure(exc, label, None))
+        return RestReply(status=200, body=_single_base64(integral_floats_to_int(result)))
 
 
-async def _rest_events(stream: AsyncIterator[Any], first: Any, label: str) -> AsyncIterator[dict[str, Any]]:
-    """The stream's 0.3 proto-JSON events; a failure raises :class:`CallError` (an SSE ``error`` event)."""
+async def _rest_events(stream: AsyncIterator[Any], first: Any, label: str,
+                       follows_next_turn: bool) -> AsyncIterator[dict[str, Any]]:
+    """The stream's 0.3 proto-JSON events, the one ending it ``final``; a failure raises :class:`CallError`
+    (an SSE ``error`` event)."""
     try:
-        yield integral_floats_to_int(first)
+        yield _final_rest_event(_single_base64(integral_floats_to_int(first)), follows_next_turn)
         async for item in stream:
-            yield integral_floats_to_int(item)
+            yield _final_rest_event(_single_base64(integral_floats_to_int(item)), follows_next_turn)
     except CallError:
         raise
     except Exception as exc:  # noqa: BLE001 - reported as the stream's error event

@@ -320,6 +320,11 @@ class JsonRpcDispatcher:
             "GetExtendedAgentCard": self._extended_card,
         }
 
+    @property
+    def handler(self) -> RequestHandler:
+        """The request handler every call runs on."""
+        return self._handler
+
     # ------------------------------------------------------------------ JSON-RPC envelope
 
     async def dispatch(self, body: bytes | str | Mapping[str, Any], call: CallInfo) -> Response | AsyncIterator[Response]:

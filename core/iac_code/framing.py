@@ -10,6 +10,10 @@ through :func:`serve_frame`, which applies the same rules as HTTP:
   ``A2A-Extensions``), the channel's own headers when it has some (a WebSocket
   handshake, gRPC metadata) are merged under it; a refused caller gets
   ``-32000`` "Unauthorized";
+* a frame that names no ``A2A-Version`` (neither in its ``headers`` nor on the
+  channel) is a 1.0 call, as the anchor's dispatcher sends every custom-transport
+  frame (transports.md §1.1); only a 0.3 *method name* makes a call 0.3. (HTTP
+  keeps A2A 1.0 §3.6: no header there means 0.3.)
 * then the kernel's one dispatcher.
 
 The answer is one JSON-RPC response dict, or an async iterator of them for a
@@ -37,6 +41,8 @@ HEADERS_MEMBER = "headers"
 UNAUTHORIZED = {"code": -32000, "message": "Unauthorized"}
 TOO_LARGE = {"code": -32600, "message": "Request payload too large"}
 STARTING = {"code": -32603, "message": "Server is starting"}
+# The version a custom-transport frame speaks when neither it nor its channel names one.
+DEFAULT_VERSION = "1.0"
 
 Answer = dict[str, Any] | AsyncIterator[dict[str, Any]]
 
@@ -97,6 +103,8 @@ async def serve_frame(kernel: Kernel, raw: bytes | str | Mapping[str, Any], *, t
         extra = frame.pop(HEADERS_MEMBER)
         if isinstance(extra, dict):
             headers.update({str(k).lower(): v for k, v in extra.items() if isinstance(v, str)})
+    if not headers.get("a2a-version", "").strip():
+        headers["a2a-version"] = DEFAULT_VERSION
     principal = kernel.authenticator.authenticate(headers)
     if principal is None:
         return error_response(request_id_of(frame), UNAUTHORIZED)

@@ -10,7 +10,8 @@ correlated by their ``id`` and writes are serialised by a lock.
   :func:`iac_code.framing.final_marker`;
 * an error before a stream's first event (``serve_frame`` returned a dict for
   SendStreamingMessage/SubscribeToTask) gets ``"final": true`` so stream clients stop;
-* a frame without an ``A2A-Version`` header is a 1.0 call, as in the anchor;
+* a frame without an ``A2A-Version`` header is a 1.0 call, as on every custom
+  transport (:func:`iac_code.framing.serve_frame`);
 * a line longer than ``max-request-bytes``: ``-32600`` "Request payload too large",
   the session goes on; a malformed line: the dispatcher's own parse error.
 
@@ -38,9 +39,6 @@ INTERNAL_ERROR = {"code": -32603, "message": "Internal error"}
 DEFAULT_GRACE_SECONDS = 10.0
 # A request read before the kernel has built its dispatcher waits this long, then gets "Server is starting".
 STARTUP_WAIT_SECONDS = 30.0
-# As the anchor's dispatcher (transports.md §1.1), a frame without an ``A2A-Version`` header speaks 1.0;
-# the frame's own ``headers`` member wins, and 0.3 method names are 0.3 calls whatever it says.
-DEFAULT_CHANNEL_HEADERS: Mapping[str, str] = {"A2A-Version": "1.0"}
 
 
 class LineWriter(Protocol):
@@ -85,7 +83,7 @@ class NdjsonSession:
         self.reader = reader
         self.writer = writer
         self.transport_name = transport_name
-        self.channel_headers = {**DEFAULT_CHANNEL_HEADERS, **(channel_headers or {})}
+        self.channel_headers = dict(channel_headers or {})
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._reading: asyncio.Task[None] | None = None

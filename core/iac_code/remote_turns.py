@@ -86,12 +86,15 @@ class RemoteTurns:
         return reply
 
     async def _follow_elsewhere(self, task: Task, version: int, after: int | None,
-                                context: ServerCallContext) -> AsyncGenerator[Any, None]:
-        """SubscribeToTask to a turn running on another node (or an SDK task between turns): its event log, pushed.
+                                context: ServerCallContext, *,
+                                between_turns: bool = False) -> AsyncGenerator[Any, None]:
+        """SubscribeToTask to a turn running on another node (or a task between turns): its event log, pushed.
 
         Without ``after`` (or when the missed events are no longer retained) the stream
         opens with the task snapshot and follows from its version; it ends where a
         subscription on the running node would (the turn's next stop, or a terminal state).
+        ``between_turns``: the snapshot is an iac-code task resting after its turn, so the
+        stream goes on into the next turn (wherever it runs) and ends at that turn's stop.
         """
         assert self._link is not None
         replay = None
@@ -100,7 +103,7 @@ class RemoteTurns:
         start = version
         if replay is None:
             yield stamped_copy(task, version)
-            if self._ends(task):
+            if self._ends(task) and not between_turns:
                 return
         else:
             start = after if after is not None else version

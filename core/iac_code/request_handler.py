@@ -10,8 +10,9 @@ Two kernel additions:
 1. Input parts are decoded (through the decoder plugins) while the request
    context is built, before a task exists, so refused input is a JSON-RPC error.
 2. For runtimes whose turns end in ``INPUT_REQUIRED`` (iac-code runtimes), a
-   task resting there has *finished* its turn: it is not cancelable, has
-   nothing to subscribe to, and a second message mid-turn is refused. A turn
+   task resting there has *finished* its turn: it is not cancelable, a
+   subscription gets the task and then follows its next turn to that turn's
+   end, and a second message mid-turn is refused. A turn
    may also *pause* in INPUT_REQUIRED for a permission answer: every stream
    closes at that update, a streamed answer streams the continuation up to the
    next stop, and a unary answer returns at the next stop (or at once with the
@@ -533,23 +534,25 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             raise TaskNotFoundError
         task, version = stored
         turn = self.engine.running(params.id)
+        iac_turn = self.turn_ends_in_input_required
+        if after is None and task.status.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(  # A2A 1.0: nothing to follow, refused before any stream opens
+                message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}")
         if turn is None and self._link is not None and task.status.state not in TERMINAL_STATES:
             node = await self._link.runner(resolve_user_scope(context), task.context_id, task.id)
-            # A turn elsewhere is followed in the shared log; so is the next turn of an SDK task, on any node.
-            if (node is not None and node != self._link.node_id) or (node is None and not self.turn_ends_in_input_required):
-                async for event in self._follow_elsewhere(task, version, after, context):
+            # A turn elsewhere is followed in the shared log; so is a task's next turn, on any node
+            # (an iac-code task between turns: from its rest to the end of that next turn).
+            between = node is None and (not iac_turn or after is None)
+            if (node is not None and node != self._link.node_id) or between:
+                async for event in self._follow_elsewhere(task, version, after, context,
+                                                          between_turns=between and iac_turn):
                     yield event
                 return
         if after is not None:
             async for event in self._resume(params.id, after, turn, task, version, context):
                 yield event
             return
-        if self.turn_ends_in_input_required and (turn is None or task.status.state in TERMINAL_STATES):
-            raise TaskNotFoundError(message=f"Task {params.id} is not active")
-        if task.status.state in TERMINAL_STATES:
-            raise UnsupportedOperationError(
-                message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}")
-        iac_turn = self.turn_ends_in_input_required
+        # Between turns (iac-code: the task rests after its turn) the subscription waits for the next turn.
         subscription = Subscription(follow_next_turn=not iac_turn, ends_at_stop=iac_turn)
         if turn is not None:
             current, _ = await turn.attach(subscription)
@@ -560,7 +563,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             if current is not None:
                 await self._settle(current, context)
                 yield current
-                if iac_turn and current.status.state in STOP_STATES:
+                if iac_turn and turn is not None and current.status.state in STOP_STATES:
                     return  # paused for a permission answer: the stream of this turn ends here
             async for event in self._settled(subscription.events(), context):
                 yield event

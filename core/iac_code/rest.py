@@ -16,7 +16,7 @@ it maps each error to. Nothing here knows HTTP servers: a transport matches a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -165,13 +165,21 @@ class RestBinding:
         return RestReply(status=200, body={} if result is None else result)
 
 
-async def sse_events(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """SSE ``(event name, data)`` pairs of a stream of JSON events; a :class:`CallError` is one ``error`` event."""
+ErrorPayload = Callable[[A2AError | JSONRPCError], dict[str, Any]]
+
+
+async def sse_events(events: AsyncIterator[dict[str, Any]],
+                     error_payload: ErrorPayload | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """SSE ``(event name, data)`` pairs of a stream of JSON events; a :class:`CallError` is one ``error`` event
+    (its data the ``google.rpc.Status`` body, or ``error_payload(error)``)."""
     try:
         async for event in events:
             yield "", event
     except CallError as exc:
-        yield "error", build_rest_error_payload(as_a2a_error(exc.error))
+        if error_payload is not None:
+            yield "error", error_payload(exc.error)
+        else:
+            yield "error", build_rest_error_payload(as_a2a_error(exc.error))
     finally:
         aclose = getattr(events, "aclose", None)
         if aclose is not None:

@@ -36,7 +36,12 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import ExtensionSupportRequiredError, TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    ExtensionSupportRequiredError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 from iac_code_transport_grpc.server import STREAM_METHODS, UNARY_METHODS, KernelGrpcHandler, protocol_error
@@ -168,10 +173,8 @@ async def test_permission_pause_subscribe_answer_and_cancel() -> None:
         assert denied.id == paused.id
         assert envelope_of(denied) is None or envelope_of(denied)["inputId"] != envelope["inputId"]
 
-        # A finished turn has nothing to subscribe to and cannot be canceled.
+        # A finished turn cannot be canceled (a subscription waits for its next turn: test_bindings).
         hello = await send(unary, text_message("hello", "m-hello"))
-        with pytest.raises(TaskNotFoundError, match="not active"):
-            await collect(streaming.subscribe(SubscribeToTaskRequest(id=hello.id)))
         with pytest.raises(TaskNotCancelableError):
             await unary.cancel_task(CancelTaskRequest(id=hello.id))
 
@@ -181,6 +184,8 @@ async def test_permission_pause_subscribe_answer_and_cancel() -> None:
         canceled = await unary.cancel_task(CancelTaskRequest(id=second.id))
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
         assert (await unary.get_task(GetTaskRequest(id=second.id))).status.state == TaskState.TASK_STATE_CANCELED
+        with pytest.raises(UnsupportedOperationError, match="terminal state"):  # gRPC UNIMPLEMENTED
+            await collect(streaming.subscribe(SubscribeToTaskRequest(id=second.id)))
 
 
 async def test_push_config_crud() -> None:

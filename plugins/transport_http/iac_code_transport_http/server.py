@@ -176,9 +176,12 @@ def _rest_response(reply: RestReply, headers: dict[str, str] | None = None) -> w
                         headers=headers)
 
 
-def _rest_error(code: int, message: str, status: int, headers: dict[str, str] | None = None) -> web.Response:
-    """A transport-level REST error (the JSON-RPC code says which A2A error it is)."""
-    return _rest_response(error_reply(JSONRPCError(code=code, message=message), status), headers)
+def _rest_error(code: int, message: str, status: int, headers: dict[str, str] | None = None, *,
+                legacy: bool = False) -> web.Response:
+    """A transport-level REST error (the JSON-RPC code says which A2A error it is); ``legacy``: a 0.3 route's."""
+    error = JSONRPCError(code=code, message=message)
+    reply = compat03.rest03_error_reply(error, status) if legacy else error_reply(error, status)
+    return _rest_response(reply, headers)
 
 
 class _BodyError(Exception):
@@ -384,7 +387,7 @@ class HttpTransport:
             if route.twin is None:
                 raise web.HTTPNotFound
             return await self._rest(request, route.twin, {**request.match_info, "tenant": "v1"})
-        taken = await self._rest_input(request)
+        taken = await self._rest_input(request, legacy=True)
         if isinstance(taken, web.StreamResponse):
             return taken
         body, dispatcher = taken
@@ -393,18 +396,19 @@ class HttpTransport:
             return _rest_response(reply)
         return await self._sse(request, reply.events, _rest_frame)
 
-    async def _rest_input(self, request: web.Request) -> tuple[bytes, JsonRpcDispatcher] | web.StreamResponse:
+    async def _rest_input(self, request: web.Request, *,
+                          legacy: bool = False) -> tuple[bytes, JsonRpcDispatcher] | web.StreamResponse:
         """A REST request's body (read and bounded even where the binding ignores it) and the
-        dispatcher, or the error response when either is not to be had."""
+        dispatcher, or the error response (0.3-shaped for a ``legacy`` route) when either is not to be had."""
         body = b""
         if request.method == "POST":
             try:
                 body = await self._read_body(request)
             except _BodyError as exc:
-                return _rest_error(exc.code, exc.message, exc.status, exc.headers)
+                return _rest_error(exc.code, exc.message, exc.status, exc.headers, legacy=legacy)
         dispatcher = self.kernel.dispatcher
         if dispatcher is None:  # only between bind and kernel start-up completing
-            return _rest_error(-32603, "Server is starting", 503)
+            return _rest_error(-32603, "Server is starting", 503, legacy=legacy)
         return body, dispatcher
 
     async def _rest(self, request: web.Request, route: RestRoute,

@@ -40,6 +40,7 @@ from google.protobuf.json_format import MessageToDict
 from iac_code.testing import (
     A2A_HEADERS,
     RunningServer,
+    next_sse_data,
     parse_sse,
     permission_answer_body,
     permission_answer_request,
@@ -285,8 +286,9 @@ async def test_rest_streaming_frames_and_permission_answer(tmp_path: Path, monke
         assert (tmp_path / "template.ros.yaml").exists()
 
         async with http.get(f"{base}/tasks/{task['id']}:subscribe", headers=REST_HEADERS) as r:
-            assert r.status == 404  # the turn is over: nothing to follow (as over JSON-RPC)
-            assert_status_error(await r.json(), 404, "NOT_FOUND", "TASK_NOT_FOUND")
+            assert r.status == 200  # the turn is over, the task rests: its snapshot, then its next turn
+            rest = (await next_sse_data(r.content, 10))["task"]
+        assert rest["id"] == task["id"] and rest["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def test_tenant_prefix() -> None:
