@@ -333,6 +333,18 @@ async def test_the_public_card_carries_the_0_3_fields(server: RunningServer, htt
     assert parse_agent_card(dict(document)) == server.kernel.cards.card  # a 1.0 reader sees the 1.0 card
 
 
+async def test_card_legacy_fields_off_serves_the_strict_1_0_card(http: aiohttp.ClientSession) -> None:
+    """``card-legacy-fields: false``: only the 1.0 card's own fields (what strict 1.0 schema checks accept)."""
+    async with start_server({"card-legacy-fields": False}) as server:
+        async with http.get(server.url + ".well-known/agent-card.json") as r:
+            document = await r.json()
+    for legacy in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces",
+                   "supportsAuthenticatedExtendedCard"):
+        assert legacy not in document
+    assert [(i["protocolBinding"], i["protocolVersion"]) for i in document["supportedInterfaces"]] == [
+        ("JSONRPC", "1.0"), ("HTTP+JSON", "1.0")]
+
+
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 async def test_a_0_3_client_discovers_the_server_from_the_card(server: RunningServer, http: aiohttp.ClientSession,
                                                                binding: str) -> None:
