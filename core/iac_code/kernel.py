@@ -34,6 +34,7 @@ from iac_code.push_service import PushService
 from iac_code.push_urls import PushUrlGuard
 from iac_code.records import InterfaceInfo, SigningKeySet, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
+from iac_code.state_lock import StateDirectoryLock
 from iac_code.storage import SnapshotWriter, sweep_temp_files
 from iac_code.task_events import LocalEventLog
 from iac_code.task_store import KernelTaskStore
@@ -93,9 +94,10 @@ def _transport_specs(plugins: Plugins, names: list[str]) -> list[TransportSpec]:
 class Kernel:
     """One configured server: card, auth, executor, request handler, dispatcher, transport."""
 
-    def __init__(self, config: ServerConfig, plugins: Plugins) -> None:
+    def __init__(self, config: ServerConfig, plugins: Plugins, *, state_lock: StateDirectoryLock | None = None) -> None:
         self.config = config
         self.plugins = plugins
+        self.state_lock = state_lock  # taken by the caller; its PID is recorded once the sockets are bound
         self.transport_specs: list[TransportSpec] = _transport_specs(plugins, config.transport)
         self.authenticator = Authenticator(config)
         self.cards = CardService(config)
@@ -230,31 +232,30 @@ class Kernel:
         from iac_code import tracing
 
         tracing.configure(self.config)  # tracing: true; the exporter from the OTEL_* variables
-        swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
-        if swept:
-            logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
-        if self.link is not None:
-            await self.link.start()
-        restored = self.task_store.restore()
-        if restored:
-            logger.info("Restored %d task snapshot(s)", restored)
-        self.contexts.start()
-        # Transports look up ``kernel.dispatcher`` per request; until it is built below (with the
-        # bound interfaces) a request gets the transport's "starting" answer.
+        # Every socket binds before any state is read or repaired: a server that cannot bind (an
+        # address in use) stops having changed nothing. Transports look up ``kernel.dispatcher`` per
+        # request; until it is built below a request gets the transport's "starting" answer.
         interfaces: list[InterfaceInfo] = []
         try:
             for spec in self.transport_specs:
                 server = spec.create(self)
                 self._servers.append(server)
-                interfaces += await server.start()
+                try:
+                    interfaces += await server.start()
+                except OSError as exc:
+                    raise StartupError(f"Transport {spec.name!r} cannot start: {exc.strerror or exc}") from None
+            await self._start_metrics_port()
         except BaseException:
             await self._stop_servers()
             raise
         self.interfaces = interfaces
         self.cards.set_interfaces(self.interfaces)
-        if self.signing_keys is not None:
-            self._card_refresher = spawn(self._refresh_card(), name="card-refresh")
+        if self.state_lock is not None:
+            self.state_lock.record_owner()
         try:
+            await self._restore_state()
+            if self.signing_keys is not None:
+                self._card_refresher = spawn(self._refresh_card(), name="card-refresh")
             await self._start_push()
         except BaseException:
             await self._stop_servers()
@@ -265,15 +266,30 @@ class Kernel:
             await self.link.serve(self.request_handler)
         if self.metrics is not None:
             self.metrics.attach(self)
-            port = getattr(self.config, "metrics_port", None)
-            if port is not None:
-                from iac_code.metrics import MetricsPort
-
-                self.metrics_port = MetricsPort(self, self.metrics)
-                bound = await self.metrics_port.start(str(getattr(self.config, "metrics_host", "127.0.0.1")), port)
-                logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.metrics_host, bound)
         self.readiness = "ready"
         return self.interfaces
+
+    async def _start_metrics_port(self) -> None:
+        port = getattr(self.config, "metrics_port", None)
+        if self.metrics is None or port is None:
+            return
+        from iac_code.metrics import MetricsPort
+
+        self.metrics_port = MetricsPort(self, self.metrics)
+        bound = await self.metrics_port.start(str(getattr(self.config, "metrics_host", "127.0.0.1")), port)
+        logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.metrics_host, bound)
+
+    async def _restore_state(self) -> None:
+        """Tidy what a crash left, join the cluster, restore the task snapshots, start the contexts."""
+        swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
+        if swept:
+            logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
+        if self.link is not None:
+            await self.link.start()
+        restored = self.task_store.restore()
+        if restored:
+            logger.info("Restored %d task snapshot(s)", restored)
+        self.contexts.start()
 
     async def _start_push(self) -> None:
         allowed = self.config.push_allowed_hosts
@@ -301,9 +317,6 @@ class Kernel:
         if self._card_refresher is not None:
             self._card_refresher.cancel()
             self._card_refresher = None
-        if self.metrics_port is not None:
-            await self.metrics_port.stop()
-            self.metrics_port = None
         await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()
@@ -318,11 +331,16 @@ class Kernel:
             await self.link.stop()
         await self.task_store.close()
         await self.writer.close()
+        if self.state_lock is not None:
+            self.state_lock.release()
         from iac_code import tracing
 
         tracing.shutdown()  # flushes the spans a provider of ours still holds
 
     async def _stop_servers(self) -> None:
+        if self.metrics_port is not None:
+            metrics_port, self.metrics_port = self.metrics_port, None
+            await metrics_port.stop()
         servers, self._servers = self._servers, []
         for server in reversed(servers):
             try:
