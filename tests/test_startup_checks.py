@@ -20,7 +20,8 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.testing import A2A_HEADERS, send_message_body
+from iac_code.errors import StartupError
+from iac_code.testing import A2A_HEADERS, send_message_body, start_server
 from tests.test_cli import IAC_CODE, LISTENING, _env, _install, run
 
 VPC = "Create a VPC with two vSwitches in cn-hangzhou."
@@ -313,3 +314,13 @@ async def test_a_port_in_use_stops_the_start_before_state_is_restored(tmp_path: 
     assert "Transport 'http'" in line and str(port) in line and "address already in use" in line
     async with _server(mine, "--port", "0") as (url, _):  # the directory is free again once it failed
         assert await _task_state(url, task_id) == "TASK_STATE_FAILED"
+
+
+async def test_an_embedded_kernel_holds_the_lock_while_it_runs(tmp_path: Path) -> None:
+    settings = {"persistence-dir": str(tmp_path / "state")}
+    async with start_server(settings):
+        with pytest.raises(StartupError, match="is in use by another iac-code server"):
+            async with start_server(settings):
+                raise AssertionError("a second kernel started on the same state directory")
+    async with start_server(settings) as again:  # released when the first stopped
+        assert again.kernel.readiness == "ready"

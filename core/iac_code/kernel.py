@@ -98,6 +98,7 @@ class Kernel:
         self.config = config
         self.plugins = plugins
         self.state_lock = state_lock  # taken by the caller; its PID is recorded once the sockets are bound
+        self._owns_lock = False  # start() took it (no caller did): stop() gives it up again
         self.transport_specs: list[TransportSpec] = _transport_specs(plugins, config.transport)
         self.authenticator = Authenticator(config)
         self.cards = CardService(config)
@@ -228,7 +229,28 @@ class Kernel:
         return executor, InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:
-        """Start every configured transport and publish their interfaces on the card."""
+        """Bind every transport (and ``metrics-port``), then restore state and start push; the interfaces.
+
+        ``iac-code a2a`` locks the state directory before it builds the kernel; a kernel built
+        without that lock (embedded, tests) takes it here, and releases it in :meth:`stop`.
+        """
+        if self.state_lock is None:
+            lock = StateDirectoryLock(self.state_dir)
+            lock.acquire()
+            self.state_lock, self._owns_lock = lock, True
+        try:
+            return await self._start()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _release_lock(self) -> None:
+        if self.state_lock is not None:
+            self.state_lock.release()
+            if self._owns_lock:
+                self.state_lock, self._owns_lock = None, False
+
+    async def _start(self) -> list[InterfaceInfo]:
         from iac_code import tracing
 
         tracing.configure(self.config)  # tracing: true; the exporter from the OTEL_* variables
@@ -331,8 +353,7 @@ class Kernel:
             await self.link.stop()
         await self.task_store.close()
         await self.writer.close()
-        if self.state_lock is not None:
-            self.state_lock.release()
+        self._release_lock()
         from iac_code import tracing
 
         tracing.shutdown()  # flushes the spans a provider of ours still holds
