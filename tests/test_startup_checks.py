@@ -212,6 +212,10 @@ async def test_a_third_party_plugin_checks_its_settings_with_the_rest(tmp_path: 
     ({"grpc-tls-cert": "/etc/cert.pem"}, ["grpc"], "'grpc-tls-cert' has no effect without 'grpc-tls-key': "
                                                    "gRPC TLS needs both."),
     ({"grpc-port": 50061}, [], "'grpc-port' has no effect without 'transport: grpc'"),
+    ({"grpc-tls-cert": "/no/such/cert.pem", "grpc-tls-key": "{tmp}/server.yml"}, ["grpc"],
+     "Cannot read the 'grpc-tls-cert' file '/no/such/cert.pem'."),
+    ({"card-signer": "jwks", "signing-key-files": ["/no/such/key.pem"]}, [],
+     "card-signer jwks: cannot read the signing-key-files entry '/no/such/key.pem'."),
     ({"push-notifications": True, "push-stream": "jobs"}, [],
      "'push-stream' has no effect without 'push-queue: redis-streams'"),
     ({"push-redis-url": "redis://127.0.0.1:6379/0"}, [],
@@ -238,7 +242,8 @@ async def test_a_third_party_plugin_checks_its_settings_with_the_rest(tmp_path: 
 ])
 async def test_an_option_that_does_nothing_is_refused(tmp_path: Path, settings: dict[str, Any],
                                                       transports: list[str], problem: str) -> None:
-    config = _config(tmp_path, settings)
+    settings = {k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for k, v in settings.items()}
+    config = _config(tmp_path, settings)  # {tmp}/server.yml: a file that exists and is readable
     flags = [arg for name in transports for arg in ("--transport", name)]
     code, out, err = await run("a2a", "--check-config", "--config", config, *flags)
     assert code == 2, out
@@ -247,11 +252,14 @@ async def test_an_option_that_does_nothing_is_refused(tmp_path: Path, settings: 
 
 
 async def test_dependent_options_with_what_they_need_pass(tmp_path: Path) -> None:
+    for name in ("cert.pem", "key.pem"):
+        (tmp_path / name).write_text("-----BEGIN TEST-----\n")
     config = _config(tmp_path, {
         "card-signer": "jwks", "signing-algorithm": "ES256", "push-notifications": True,
         "push-allowed-hosts": ["127.0.0.1"], "push-queue": "redis-streams", "push-redis-url": "redis://127.0.0.1:6379/0",
         "push-stream": "jobs", "basic-username": "ops", "basic-password": "pw", "api-key": "k", "api-key-header": "X-Key",
-        "grpc-port": 0, "grpc-tls-cert": "/etc/cert.pem", "grpc-tls-key": "/etc/key.pem", "metrics-port": 0,
+        "grpc-port": 0, "grpc-tls-cert": str(tmp_path / "cert.pem"), "grpc-tls-key": str(tmp_path / "key.pem"),
+        "metrics-port": 0,
         "metrics-host": "127.0.0.1", "ws-path": "/socket", "port": 0})
     code, out, err = await run("a2a", "--check-config", "--config", config, "--transport", "http",
                                "--transport", "grpc", "--transport", "websocket")

@@ -212,4 +212,6 @@ def iac_code_check_config(config: Any) -> list[str]:
         return without_effect(config, JwksSigningConfig.model_fields, f"card-signer: {SIGNER_NAME}")
     if importlib.util.find_spec("jwcrypto") is None:
         return [MISSING_DEPENDENCIES]
-    return []
+    return [f"card-signer jwks: cannot read the signing-key-files entry {name!r}."
+            for name in settings_of(config).signing_key_files
+            if not os.access(os.path.expanduser(name), os.R_OK)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import os
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -144,6 +145,8 @@ def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
         problems.append(f"'{given}' has no effect without '{missing}': gRPC TLS needs both.")
     elif cert:
         problems += in_conflict(config, ("grpc_insecure",), "grpc-tls-cert")
+        problems += [f"Cannot read the '{name}' file {path!r}." for name, path in
+                     (("grpc-tls-cert", cert), ("grpc-tls-key", key)) if not os.access(os.path.expanduser(path), os.R_OK)]
     elif not is_loopback(host) and not config.grpc_insecure:
         problems.append(plaintext_refused(host))
     if importlib.util.find_spec("grpc") is None:
