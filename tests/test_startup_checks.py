@@ -270,7 +270,15 @@ async def test_dependent_options_with_what_they_need_pass(tmp_path: Path) -> Non
 async def test_signing_algorithm_without_card_signer_does_not_start(tmp_path: Path) -> None:
     """The issue's case: it used to start and serve an unsigned card."""
     config = _config(tmp_path, {"signing-algorithm": "ES256", "port": 0})
-    code, _, err = await run("a2a", "--config", config)
+    proc = await asyncio.create_subprocess_exec(IAC_CODE, "a2a", "--config", config, env=_env(),
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        _, raw = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:  # it started serving: stop it, the assertion below fails
+            proc.kill()
+            await proc.wait()
+    code, err = proc.returncode, raw.decode()
     assert code == 2
     (line,) = _errors(err)
     assert "card-signer" in line and "signing-algorithm" in line
