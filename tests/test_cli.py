@@ -131,7 +131,7 @@ async def test_plugins_list_table_and_json(site: Path) -> None:
         "name": "thirdparty", "distribution": "thirdparty-plugin", "version": "1.2.3",
         "hooks": ["iac_code_http_routes", "iac_code_part_decoders"], "kind": "installed",
         "status": "active", "reason": ""}
-    assert plugins["http"]["hooks"] == ["iac_code_config_model", "iac_code_transports"]
+    assert plugins["http"]["hooks"] == ["iac_code_check_config", "iac_code_config_model", "iac_code_transports"]
     assert plugins["default-router"]["kind"] == "built-in" and plugins["runtime-offline"]["kind"] == "installed"
     assert plugins["broken"]["status"] == "failed"
     assert plugins["broken-ws"]["reason"].startswith("ModuleNotFoundError")
@@ -207,7 +207,7 @@ async def test_bad_config_is_a_clear_startup_error(tmp_path: Path, yaml_text: st
     config = tmp_path / "bad.yml"
     config.write_text(yaml_text)
     code, out, err = await run("a2a", "--config", str(config))
-    assert code == 1
+    assert code == 2
     assert len(err.strip().splitlines()) == 1, err
     for fragment in fragments:
         assert fragment in err
@@ -218,18 +218,18 @@ async def test_missing_transport_plugin_names_the_extra(tmp_path: Path) -> None:
     without_grpc = tmp_path / "no-grpc.yml"  # as if iac-code[a2a-grpc] were not installed
     without_grpc.write_text("disabled-plugins: [grpc]\n")
     code, _, err = await run("a2a", "--transport", "grpc", "--config", str(without_grpc))
-    assert code == 1
+    assert code == 2
     assert "pip install 'iac-code[a2a-grpc]'" in err and "Traceback" not in err
     config = tmp_path / "no-http.yml"
     config.write_text("disabled-plugins: [http]\n")
     code, _, err = await run("a2a", "--config", str(config))
-    assert code == 1
+    assert code == 2
     assert "pip install 'iac-code[a2a]'" in err
 
 
 async def test_failed_plugin_needed_by_config_stops_startup(site: Path) -> None:
     code, _, err = await run("a2a", "--transport", "broken-ws", env=_env(site))
-    assert code == 1
+    assert code == 2
     lines = err.strip().splitlines()
     assert "Plugin 'broken-ws'" in lines[-1] and "failed to load" in lines[-1] and "pip install" in lines[-1]
     assert "Traceback" not in err

@@ -338,6 +338,26 @@ async def test_every_documented_exit_code(ws: Path) -> None:
     assert usage.code == 2
 
 
+async def test_expected_protocol_errors_are_one_line_in_a_process(ws: Path) -> None:
+    """As its own process (real stderr, logging configured): one ``Error:`` line, no log record, no traceback."""
+    settings = {"token": "right", "transport": ["http", "grpc"], "grpc-port": 0}
+    async with start_server(settings, environ={}) as server:
+        cases = [
+            (["task-get", "--task-id", "nope", "--token", "right"], 8, "TaskNotFound"),
+            (["task-cancel", "--task-id", "nope", "--token", "right"], 8, "TaskNotFound"),
+            (["task-list", "--page-token", "garbage", "--token", "right"], 8, "InvalidParams"),
+            (["task-subscribe", "--task-id", "nope", "--token", "right"], 8, "TaskNotFound"),
+            (["task-get", "--task-id", "nope", "--token", "wrong"], 5, "refused the credentials"),
+        ]
+        for binding in ("JSONRPC", "HTTP+JSON", "GRPC"):
+            for args, code, text in cases:
+                result = await run_process(*args, "--url", server.url, "--binding", binding, cwd=ws)
+                assert result.code == code, (binding, args, result.err)
+                assert result.err.startswith("Error: ") and text in result.err, (binding, args, result.err)
+                assert result.err.count("\n") == 1, (binding, args, result.err)
+                assert "Traceback" not in result.err and "ERROR" not in result.err
+
+
 async def test_json_output_reports_errors_as_objects(ws: Path) -> None:
     result = await run_client("task-list", "--url", "http://127.0.0.1:9/", "-o", "json", cwd=ws)
     assert result.code == 3

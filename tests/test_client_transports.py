@@ -110,7 +110,8 @@ class Agent:
         return client
 
     async def aclose(self) -> None:
-        for client in self._clients:
+        clients, self._clients = self._clients, []
+        for client in clients:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), 15)
 
@@ -229,6 +230,7 @@ async def test_authentication_is_enforced(binding: str, tmp_path: Path, monkeypa
         except (A2AError, A2AClientError) as exc:
             outcome = exc
         assert isinstance(outcome, A2AError | A2AClientError), f"a call without the token succeeded: {outcome}"
+        await agent.aclose()  # each stdio client spawns a server, and a state directory has one server at a time
         wrong = None
         try:
             wrong = await asyncio.wait_for(
@@ -236,6 +238,7 @@ async def test_authentication_is_enforced(binding: str, tmp_path: Path, monkeypa
         except (A2AError, A2AClientError) as exc:
             wrong = exc
         assert isinstance(wrong, A2AError | A2AClientError), f"a call with a wrong token succeeded: {wrong}"
+        await agent.aclose()
 
         client = agent.client(CREDENTIALS)
         listed = await asyncio.wait_for(client.list_tasks(ListTasksRequest()), WAIT)

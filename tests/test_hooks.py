@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from iac_code import hookspecs
+from iac_code.config import build_config_model, load_config
 from iac_code.dispatcher import CallInfo
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
@@ -65,6 +66,12 @@ class EveryHookPlugin:
     @hookimpl
     def iac_code_config_model(self) -> type[BaseModel]:
         return LoopbackConfig
+
+    @hookimpl
+    def iac_code_check_config(self, config: Any, transports: list[str]) -> list[str]:
+        if "loopback" in transports and config.loopback_label == "forbidden":
+            return ["'loopback-label' must not be 'forbidden' with transport: loopback."]
+        return []
 
     @hookimpl
     def iac_code_transports(self) -> list[TransportSpec]:
@@ -139,6 +146,11 @@ def test_every_hook_is_collected() -> None:
     assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
     assert [p.record for p in plugins.config_models() if p.plugin == "every-hook"] == [LoopbackConfig]
+    model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
+    forbidden = load_config(raw={"loopback_label": "forbidden"}, model=model, environ={})
+    assert plugins.check_config(forbidden, ["loopback"]) == [
+        "'loopback-label' must not be 'forbidden' with transport: loopback."]
+    assert plugins.check_config(forbidden, ["http"]) == []
     info = {i.name: i for i in plugins.infos()}["every-hook"]
     assert info.hooks == HOOKS and info.status == "active" and not info.builtin
     plugins.unregister("every-hook")

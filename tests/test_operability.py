@@ -70,7 +70,7 @@ async def test_check_config_prints_the_effective_settings_with_secrets_masked(tm
     assert not (tmp_path / "state").exists()  # nothing was started
     config.write_text(yaml.safe_dump({"no-such-key": 1}))
     code, _, err = await _cli("--check-config", "--config", str(config))
-    assert code == 1 and "no-such-key" in err and "Traceback" not in err
+    assert code == 2 and "no-such-key" in err and "Traceback" not in err
 
 
 async def test_json_logs_are_one_object_per_line_without_secrets(tmp_path: Path) -> None:

@@ -288,5 +288,5 @@ async def test_stdio_refuses_log_to_stdout(tmp_path: Path) -> None:
         env=stdio_env(tmp_path), cwd=tmp_path, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "--log-to-stdout cannot be used with --transport stdio because stdout carries A2A frames." in err.decode()

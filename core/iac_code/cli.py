@@ -41,9 +41,15 @@ def setup_logging(debug: bool, to_stdout: bool, log_format: str = "text") -> Non
         logging.getLogger("a2a").setLevel(logging.DEBUG)
 
 
+# A process that could not start (configuration, installation, state directory, address in use)
+# exits with this code, after one "Error: ..." line per problem.
+STARTUP_EXIT_CODE = 2
+
+
 def _fail(message: str) -> None:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(1)
+    for line in message.splitlines() or [message]:
+        click.echo(f"Error: {line}", err=True)
+    sys.exit(STARTUP_EXIT_CODE)
 
 
 class _Main(click.Group):
@@ -104,8 +110,8 @@ def main() -> None:
               help="'list' shows every plugin and exits.")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", help="Format for --plugins list.")
 @click.option("--check-config", "check_config", is_flag=True,
-              help="Validate the configuration (every plugin's keys too), print the effective settings with "
-              "secrets masked, and exit.")
+              help="Run the start-up validation (every plugin's settings, dependent options, required extras), "
+              "print the effective settings with secrets masked, and exit (2, one line per problem, if invalid).")
 def a2a(ctx: click.Context, config_path: str, host: str | None, port: int | None, transports: tuple[str, ...],
         debug: bool, log_to_stdout: bool | None, thinking_exposure: tuple[str, ...], plugins_action: str | None,
         output: str, check_config: bool) -> None:
@@ -124,17 +130,32 @@ def a2a(ctx: click.Context, config_path: str, host: str | None, port: int | None
         if thinking_exposure:
             overrides["thinking_exposure"] = list(thinking_exposure)
         config = _load_settings(config_path, raw, plugins, overrides)
+        from iac_code.validation import ensure_valid
+
+        ensure_valid(config, plugins)  # every problem, before the state directory or a socket is touched
         if check_config:
             from iac_code.config import masked_settings
 
             click.echo(json.dumps(masked_settings(config), indent=2, sort_keys=True, default=str))
             return
-        from iac_code.kernel import Kernel
-
-        kernel = Kernel(config, plugins)
-        _run(kernel.serve_forever)
+        _serve(config, plugins)
     except StartupError as exc:
         _fail(str(exc))
+
+
+def _serve(config: Any, plugins: Any) -> None:
+    """Lock the state directory, then build and run the kernel (it binds, then restores state)."""
+    from iac_code.kernel import Kernel
+    from iac_code.state_lock import StateDirectoryLock
+
+    lock = StateDirectoryLock(config.resolved_persistence_dir())
+    lock.acquire()  # before anything under the directory is read or written
+    try:
+        kernel = Kernel(config, plugins, state_lock=lock)
+        _run(kernel.serve_forever)
+    except BaseException:
+        lock.abandon()  # a start that failed leaves no lock file it created behind
+        raise
 
 
 def _load_plugins(config_path: str) -> tuple[dict[str, Any], Any]:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
-from iac_code.errors import StartupError
+from iac_code.errors import ConfigProblems, StartupError
 from iac_code.url_credentials import MASK, mask_url
 
 DEFAULT_HOST = "127.0.0.1"
@@ -246,6 +246,9 @@ class ServerConfig(BaseModel):
     # Not a configuration key: the file these settings were read from (set by load_config),
     # so the server can refuse it as input (iac_code.workspace.ProtectedPaths).
     _config_file: str = PrivateAttr("")
+    # Not a configuration key: the keys the file, the CLI or the environment set (load_config),
+    # as opposed to defaults; a dependent option is refused only when it was written.
+    _explicit_keys: frozenset[str] | None = PrivateAttr(None)
 
     @field_validator("transport", mode="before")
     @classmethod
@@ -324,6 +327,11 @@ class ServerConfig(BaseModel):
     def config_file(self) -> Path | None:
         """The configuration file these settings came from, if any."""
         return Path(self._config_file) if self._config_file else None
+
+    @property
+    def explicit_keys(self) -> frozenset[str]:
+        """The settings that were written (file, CLI or environment), spelled with underscores."""
+        return self._explicit_keys if self._explicit_keys is not None else frozenset(self.model_fields_set)
 
     @property
     def auth_enabled(self) -> bool:
@@ -440,13 +448,36 @@ def load_config(
     try:
         config = model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(_describe(e) for e in exc.errors())
-        raise StartupError(f"Invalid configuration: {problems}") from None
+        raise ConfigProblems([f"Invalid configuration: {_describe(e)}" for e in exc.errors()]) from None
+    config._explicit_keys = frozenset(config.model_fields_set)
     if not config.api_key_header:
         config.api_key_header = DEFAULT_API_KEY_HEADER
     if path:
         config._config_file = os.path.abspath(path)
     return config
+
+
+def key_name(key: str) -> str:
+    """A setting as YAML spells it (``push_redis_url`` → ``push-redis-url``)."""
+    return key.replace("_", "-")
+
+
+def without_effect(config: Any, keys: Iterable[str], needs: str) -> list[str]:
+    """One problem line for each of ``keys`` that was written although it does nothing without ``needs``.
+
+    For the ``iac_code_check_config`` hook: a plugin calls it with the keys that only matter
+    when ``needs`` holds (e.g. ``"card-signer: jwks"``) once it found that ``needs`` does not.
+    """
+    written = getattr(config, "explicit_keys", frozenset())
+    return [f"'{key_name(key)}' has no effect without '{needs}': set '{needs}' or remove '{key_name(key)}'."
+            for key in keys if key in written]
+
+
+def in_conflict(config: Any, keys: Iterable[str], other: str) -> list[str]:
+    """One problem line for each of ``keys`` that was written although ``other`` makes it do nothing."""
+    written = getattr(config, "explicit_keys", frozenset())
+    return [f"'{key_name(key)}' has no effect with '{other}': remove '{key_name(key)}'."
+            for key in keys if key in written]
 
 
 _SECRET_NAME = re.compile(r"(secret|password|token(?!s)|api_key$|credential)")  # not llm-context-tokens

@@ -9,3 +9,15 @@ class StartupError(RuntimeError):
     The message is shown to the operator as-is, so it names the offending key,
     plugin or extra and says what to do.
     """
+
+
+class ConfigProblems(StartupError):
+    """Every problem found in the configuration before anything started: one line each.
+
+    Raised by the validation phase (:func:`iac_code.validation.check_startup`) and by the
+    loader for keys that do not validate; the CLI prints each line and exits 2.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)

@@ -12,7 +12,7 @@ Plugins implement hooks with ``iac_code.hookimpl`` and register under the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -52,6 +52,25 @@ def iac_code_config_model() -> type[BaseModel] | None:
         (``my_key`` is written ``my-key`` or ``my_key`` in YAML), or ``None``.
         Give every field a default and a ``description``. Two plugins declaring
         the same key is a start-up error naming both.
+    """
+
+
+@hookspec
+def iac_code_check_config(config: Any, transports: list[str]) -> list[str] | None:
+    """Report what is wrong with the effective configuration, before anything binds or is read.
+
+    Called once at start-up, and by ``iac-code a2a --check-config``, after every key
+    validated and before the state directory is locked, a socket binds or state is restored;
+    every plugin is asked, so a plugin checks what it owns: its keys (a required one missing,
+    one that does nothing with the rest of the settings, two that conflict), the extras and
+    dependencies its selected components need, and addresses its transports would share.
+    Keep it cheap and free of side effects: no connection, no file written.
+
+    :param config: the effective settings (every plugin's keys; ``config.explicit_keys`` are
+        the ones that were written, as opposed to defaults).
+    :param transports: the canonical names of the selected transports (aliases resolved).
+    :return: one line per problem, naming the key and what to do; ``[]`` or ``None`` when fine.
+        Every plugin's lines are printed together and the server exits 2.
     """
 
 

@@ -34,6 +34,7 @@ from iac_code.push_service import PushService
 from iac_code.push_urls import PushUrlGuard
 from iac_code.records import InterfaceInfo, SigningKeySet, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
+from iac_code.state_lock import StateDirectoryLock
 from iac_code.storage import SnapshotWriter, sweep_temp_files
 from iac_code.task_events import LocalEventLog
 from iac_code.task_store import KernelTaskStore
@@ -93,9 +94,11 @@ def _transport_specs(plugins: Plugins, names: list[str]) -> list[TransportSpec]:
 class Kernel:
     """One configured server: card, auth, executor, request handler, dispatcher, transport."""
 
-    def __init__(self, config: ServerConfig, plugins: Plugins) -> None:
+    def __init__(self, config: ServerConfig, plugins: Plugins, *, state_lock: StateDirectoryLock | None = None) -> None:
         self.config = config
         self.plugins = plugins
+        self.state_lock = state_lock  # taken by the caller; its PID is recorded once the sockets are bound
+        self._owns_lock = False  # start() took it (no caller did): stop() gives it up again
         self.transport_specs: list[TransportSpec] = _transport_specs(plugins, config.transport)
         self.authenticator = Authenticator(config)
         self.cards = CardService(config)
@@ -227,35 +230,55 @@ class Kernel:
         return executor, InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:
-        """Start every configured transport and publish their interfaces on the card."""
+        """Bind every transport (and ``metrics-port``), then restore state and start push; the interfaces.
+
+        ``iac-code a2a`` locks the state directory before it builds the kernel; a kernel built
+        without that lock (embedded, tests) takes it here, and releases it in :meth:`stop`.
+        """
+        if self.state_lock is None:
+            lock = StateDirectoryLock(self.state_dir)
+            lock.acquire()
+            self.state_lock, self._owns_lock = lock, True
+        try:
+            return await self._start()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _release_lock(self) -> None:
+        if self.state_lock is not None:
+            self.state_lock.release()
+            if self._owns_lock:
+                self.state_lock, self._owns_lock = None, False
+
+    async def _start(self) -> list[InterfaceInfo]:
         from iac_code import tracing
 
         tracing.configure(self.config)  # tracing: true; the exporter from the OTEL_* variables
-        swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
-        if swept:
-            logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
-        if self.link is not None:
-            await self.link.start()
-        restored = self.task_store.restore()
-        if restored:
-            logger.info("Restored %d task snapshot(s)", restored)
-        self.contexts.start()
-        # Transports look up ``kernel.dispatcher`` per request; until it is built below (with the
-        # bound interfaces) a request gets the transport's "starting" answer.
+        # Every socket binds before any state is read or repaired: a server that cannot bind (an
+        # address in use) stops having changed nothing. Transports look up ``kernel.dispatcher`` per
+        # request; until it is built below a request gets the transport's "starting" answer.
         interfaces: list[InterfaceInfo] = []
         try:
             for spec in self.transport_specs:
                 server = spec.create(self)
                 self._servers.append(server)
-                interfaces += await server.start()
+                try:
+                    interfaces += await server.start()
+                except OSError as exc:
+                    raise StartupError(f"Transport {spec.name!r} cannot start: {exc.strerror or exc}") from None
+            await self._start_metrics_port()
         except BaseException:
             await self._stop_servers()
             raise
         self.interfaces = interfaces
         self.cards.set_interfaces(self.interfaces)
-        if self.signing_keys is not None:
-            self._card_refresher = spawn(self._refresh_card(), name="card-refresh")
+        if self.state_lock is not None:
+            self.state_lock.record_owner()
         try:
+            await self._restore_state()
+            if self.signing_keys is not None:
+                self._card_refresher = spawn(self._refresh_card(), name="card-refresh")
             await self._start_push()
         except BaseException:
             await self._stop_servers()
@@ -266,15 +289,30 @@ class Kernel:
             await self.link.serve(self.request_handler)
         if self.metrics is not None:
             self.metrics.attach(self)
-            port = getattr(self.config, "metrics_port", None)
-            if port is not None:
-                from iac_code.metrics import MetricsPort
-
-                self.metrics_port = MetricsPort(self, self.metrics)
-                bound = await self.metrics_port.start(str(getattr(self.config, "metrics_host", "127.0.0.1")), port)
-                logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.metrics_host, bound)
         self.readiness = "ready"
         return self.interfaces
+
+    async def _start_metrics_port(self) -> None:
+        port = getattr(self.config, "metrics_port", None)
+        if self.metrics is None or port is None:
+            return
+        from iac_code.metrics import MetricsPort
+
+        self.metrics_port = MetricsPort(self, self.metrics)
+        bound = await self.metrics_port.start(str(getattr(self.config, "metrics_host", "127.0.0.1")), port)
+        logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.metrics_host, bound)
+
+    async def _restore_state(self) -> None:
+        """Tidy what a crash left, join the cluster, restore the task snapshots, start the contexts."""
+        swept = sum(sweep_temp_files(root) for root in {self.state_dir, self.config.resolved_artifact_dir()})
+        if swept:
+            logger.info("Removed %d temporary file(s) left by an earlier crash", swept)
+        if self.link is not None:
+            await self.link.start()
+        restored = self.task_store.restore()
+        if restored:
+            logger.info("Restored %d task snapshot(s)", restored)
+        self.contexts.start()
 
     async def _start_push(self) -> None:
         allowed = self.config.push_allowed_hosts
@@ -302,9 +340,6 @@ class Kernel:
         if self._card_refresher is not None:
             self._card_refresher.cancel()
             self._card_refresher = None
-        if self.metrics_port is not None:
-            await self.metrics_port.stop()
-            self.metrics_port = None
         await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()
@@ -319,11 +354,15 @@ class Kernel:
             await self.link.stop()
         await self.task_store.close()
         await self.writer.close()
+        self._release_lock()
         from iac_code import tracing
 
         tracing.shutdown()  # flushes the spans a provider of ours still holds
 
     async def _stop_servers(self) -> None:
+        if self.metrics_port is not None:
+            metrics_port, self.metrics_port = self.metrics_port, None
+            await metrics_port.stop()
         servers, self._servers = self._servers, []
         for server in reversed(servers):
             try:

@@ -294,6 +294,19 @@ class Plugins:
     def http_routes(self, kernel: Kernel) -> list[Provided[HttpRouteSpec]]:
         return self._collect("iac_code_http_routes", HttpRouteSpec, kernel=kernel)
 
+    def check_config(self, config: Any, transports: list[str]) -> list[str]:
+        """Every plugin's problem lines for ``config`` (``iac_code_check_config``), in plugin order."""
+        problems: list[str] = []
+        for impl in reversed(self._pm.hook.iac_code_check_config.get_hookimpls()):
+            kwargs = {"config": config, "transports": transports}
+            try:
+                result = impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as exc:
+                problems.append(f"Plugin {impl.plugin_name!r} failed checking the configuration: {_short_reason(exc)}")
+                continue
+            problems += [str(line) for line in result or ()]
+        return problems
+
     def config_models(self) -> list[Provided[type[BaseModel]]]:
         from pydantic import BaseModel
 

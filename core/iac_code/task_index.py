@@ -57,18 +57,29 @@ class TaskIndex:
     """Rows in SQLite (a file under the state directory, or memory for a store without one)."""
 
     def __init__(self, directory: Path | None) -> None:
+        self._path = ":memory:" if directory is None else str(directory / FILE_NAME)
+        self._conn: sqlite3.Connection | None = None
+        self._pending: dict[tuple[str, str], Row | None] = {}
         if directory is None:
-            path = ":memory:"
-        else:
-            path = str(directory / FILE_NAME)
+            self.open()
+
+    def open(self) -> None:
+        """Start the index afresh; a file of an earlier run is derived data and is removed first.
+
+        The store opens a file-backed index when it restores (not when it is built), so a server
+        that stops before its start-up reached the state directory leaves that file as it was.
+        """
+        if self._conn is not None:
+            return
+        if self._path != ":memory:":
             for suffix in ("", "-journal", "-wal", "-shm"):  # derived data: rebuilt at every start-up
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path + suffix)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        if directory is not None:
+                    os.unlink(self._path + suffix)
+        self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        if self._path != ":memory:":
             with contextlib.suppress(OSError):
-                os.chmod(path, 0o600)
-        self._db.executescript(f"""
+                os.chmod(self._path, 0o600)
+        self._conn.executescript(f"""
             PRAGMA journal_mode=OFF;
             PRAGMA synchronous=OFF;
             PRAGMA cache_size=-{CACHE_KIB};
@@ -78,7 +89,13 @@ class TaskIndex:
             CREATE INDEX by_time ON tasks (owner, has_ts, ts, id);
             CREATE INDEX by_context ON tasks (owner, context, has_ts, ts, id);
         """)
-        self._pending: dict[tuple[str, str], Row | None] = {}
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.open()
+        assert self._conn is not None
+        return self._conn
 
     def put(self, row: Row) -> None:
         self._pending[(row.owner, row.task_id)] = row
@@ -154,5 +171,7 @@ class TaskIndex:
         return int(self._db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0])
 
     def close(self) -> None:
+        if self._conn is None:  # never opened: the file of an earlier run stays as it was
+            return
         self.flush()
-        self._db.close()
+        self._conn.close()

@@ -377,6 +377,7 @@ class KernelTaskStore(TaskStore):
         changed are rewritten before the journal is emptied, so the restored
         state is durable before the first request is served.
         """
+        self._index.open()
         if self._dir is None:
             return 0
         journaled: dict[tuple[str, str], dict[str, Any]] = {}

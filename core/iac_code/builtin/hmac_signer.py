@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from iac_code.kernel import Kernel
 
 DEFAULT_KID = "default"
+MISSING_SECRET = "card-signer: hmac needs signing-secret (or signing-secrets)."
 
 
 def hmac_secret(config: Any) -> tuple[str, str]:
@@ -43,7 +44,7 @@ def create_signer(kernel: Kernel) -> Callable[[Any], Any] | None:
     from a2a.utils.signing import create_agent_card_signer
 
     if not (kernel.config.signing_secret or kernel.config.signing_secrets):
-        raise StartupError("card-signer: hmac needs signing-secret (or signing-secrets).")
+        raise StartupError(MISSING_SECRET)
     kid, secret = hmac_secret(kernel.config)
     return create_agent_card_signer(secret, {"alg": "HS256", "jku": None, "kid": kid, "typ": "JOSE"})
 
@@ -52,3 +53,17 @@ def create_signer(kernel: Kernel) -> Callable[[Any], Any] | None:
 def iac_code_card_signers() -> list[CardSignerSpec]:
     return [CardSignerSpec(name="hmac", create_signer=create_signer,
                            description="HS256 with a shared secret (signing-secret / signing-secrets).")]
+
+
+@hookimpl
+def iac_code_check_config(config: Any) -> list[str]:
+    """``card-signer: hmac`` needs a secret, and ``signing-kid`` must name one of ``signing-secrets``."""
+    if config.effective_card_signer != "hmac":
+        return []
+    if not (config.signing_secret or config.signing_secrets):
+        return [MISSING_SECRET]
+    try:
+        hmac_secret(config)
+    except StartupError as exc:
+        return [str(exc)]
+    return []

@@ -9,10 +9,11 @@ registry per kernel (``kernel.metrics``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from iac_code.config import without_effect
 from iac_code.hookspecs import hookimpl
 from iac_code.records import HttpRouteSpec
 
@@ -38,6 +39,16 @@ class MetricsConfig(BaseModel):
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return MetricsConfig
+
+
+@hookimpl
+def iac_code_check_config(config: Any) -> list[str]:
+    """``metrics-public``/``-port``/``-host`` need ``metrics``; ``metrics-host`` needs ``metrics-port``."""
+    if not config.metrics:
+        return without_effect(config, ("metrics_public", "metrics_port", "metrics_host"), "metrics: true")
+    if config.metrics_port is None:
+        return without_effect(config, ("metrics_host",), "metrics-port")
+    return []
 
 
 @hookimpl

@@ -191,3 +191,9 @@ async def connect(target: ClientTarget) -> NdjsonClient:
 def iac_code_transports() -> list[TransportSpec]:
     return [TransportSpec(name="stdio", create=create_transport, connect=connect, url_schemes=("stdio",),
                           description="Newline-delimited JSON-RPC on stdin/stdout (concurrent requests).")]
+
+
+@hookimpl
+def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
+    """stdout carries the frames of ``stdio``: ``log-to-stdout`` cannot be used with it."""
+    return [LOG_TO_STDOUT_ERROR] if "stdio" in transports and config.log_to_stdout else []

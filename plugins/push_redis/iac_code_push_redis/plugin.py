@@ -6,10 +6,12 @@ its keys validate) without the optional dependency installed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from iac_code.config import without_effect
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import PushQueueSpec
@@ -70,3 +72,20 @@ def iac_code_push_queues() -> list[PushQueueSpec]:
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return RedisPushQueueConfig
+
+
+@hookimpl
+def iac_code_check_config(config: Any) -> list[str]:
+    """``push-redis-url``, three distinct keys and the ``redis`` package for this queue; its keys refused otherwise."""
+    if not config.push_notifications:
+        return without_effect(config, RedisPushQueueConfig.model_fields, "push-notifications: true")
+    if config.push_queue != QUEUE_NAME:
+        return without_effect(config, RedisPushQueueConfig.model_fields, f"push-queue: {QUEUE_NAME}")
+    problems: list[str] = []
+    if not str(config.push_redis_url or "").strip():
+        problems.append(MISSING_URL)
+    if len({config.push_stream, config.push_retry_key, config.push_dead_stream}) != 3:
+        problems.append("push-stream, push-retry-key and push-dead-stream must be three different Redis keys.")
+    if importlib.util.find_spec("redis") is None:
+        problems.append(MISSING_DEPENDENCIES)
+    return problems

@@ -5,10 +5,11 @@ Nothing heavy is imported to register: the runtime module loads when a kernel bu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from iac_code.config import in_conflict, without_effect
 from iac_code.hookspecs import hookimpl
 from iac_code.records import AgentRuntimeSpec
 
@@ -72,3 +73,13 @@ def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return LlmConfig
+
+
+@hookimpl
+def iac_code_check_config(config: Any) -> list[str]:
+    """The ``llm-*`` keys do nothing unless the ``llm`` runtime runs the turns."""
+    if config.agent_executor:
+        return in_conflict(config, LlmConfig.model_fields, "agent-executor")
+    if str(config.agent_runtime).strip().lower() != "llm":
+        return without_effect(config, LlmConfig.model_fields, "agent-runtime: llm")
+    return []

@@ -9,6 +9,7 @@ the HTTP interface's URL + ``.well-known/jwks.json``).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import threading
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from iac_code.config import without_effect
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import CardSignerSpec, normalise_name
@@ -198,3 +200,18 @@ def iac_code_card_signers() -> list[CardSignerSpec]:
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return JwksSigningConfig
+
+
+MISSING_DEPENDENCIES = "card-signer: jwks requires optional dependencies. Install iac-code[a2a-signing]."
+
+
+@hookimpl
+def iac_code_check_config(config: Any) -> list[str]:
+    """The ``signing-*`` keys of this signer do nothing unless ``card-signer`` is ``jwks`` (they never imply it)."""
+    if normalise_name(str(config.card_signer or "")) != SIGNER_NAME:
+        return without_effect(config, JwksSigningConfig.model_fields, f"card-signer: {SIGNER_NAME}")
+    if importlib.util.find_spec("jwcrypto") is None:
+        return [MISSING_DEPENDENCIES]
+    return [f"card-signer jwks: cannot read the signing-key-files entry {name!r}."
+            for name in settings_of(config).signing_key_files
+            if not os.access(os.path.expanduser(name), os.R_OK)]

@@ -6,10 +6,12 @@ its keys validate) without the optional dependency installed.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from iac_code.config import without_effect
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import StateBackendSpec
@@ -114,3 +116,22 @@ def iac_code_state_backends() -> list[StateBackendSpec]:
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return RedisStateConfig
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+@hookimpl
+def iac_code_check_config(config: Any) -> list[str]:
+    """``task-store-redis-url`` and the ``redis`` package for ``task-store: redis``; its keys refused otherwise."""
+    if str(config.task_store).strip().lower() != BACKEND_NAME:
+        return without_effect(config, RedisStateConfig.model_fields, f"task-store: {BACKEND_NAME}")
+    problems: list[str] = []
+    url = str(config.task_store_redis_url or "").strip()
+    if not url:
+        problems.append(MISSING_URL)
+    elif not url.lower().startswith(REDIS_SCHEMES):
+        problems.append(f"task-store-redis-url is not a Redis URL ({redis_location(url)}).")
+    if importlib.util.find_spec("redis") is None:
+        problems.append(MISSING_DEPENDENCIES)
+    return problems

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import ipaddress
+import os
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from iac_code.config import in_conflict, without_effect
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import TransportSpec
@@ -15,6 +19,25 @@ if TYPE_CHECKING:
     from iac_code.records import ClientTarget, JsonRpcChannel, TransportServer
 
 MISSING_DEPENDENCIES = "gRPC A2A transport requires optional dependencies. Install iac-code[a2a-grpc]."
+GRPC, GRPC_JSONRPC = "grpc", "grpc-jsonrpc"
+SHARED_JSONRPC_PORT = 50052  # grpc-jsonrpc's default port when the official grpc transport holds grpc-port
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``)."""
+    host = host.strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_refused(host: str) -> str:
+    """The start-up error for plaintext gRPC on a non-loopback ``host`` without ``grpc-insecure``."""
+    return (f"gRPC would serve plaintext on the non-loopback address {host!r}: set 'grpc-tls-cert' and "
+            "'grpc-tls-key', or 'grpc-insecure: true' to allow it.")
 
 
 class GrpcTransportConfig(BaseModel):
@@ -101,3 +124,36 @@ def iac_code_transports() -> list[TransportSpec]:
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return GrpcTransportConfig
+
+
+@hookimpl
+def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
+    """TLS settings, plaintext on a public address, grpcio installed and the two gRPC transports' ports.
+
+    The ``grpc-*`` keys are refused when neither gRPC transport is selected.
+    """
+    selected = [name for name in (GRPC, GRPC_JSONRPC) if name in transports]
+    if not selected:
+        return without_effect(config, GrpcTransportConfig.model_fields, f"transport: {GRPC}")
+    problems: list[str] = []
+    if GRPC_JSONRPC not in selected:
+        problems += without_effect(config, ("grpc_jsonrpc_port",), f"transport: {GRPC_JSONRPC}")
+    cert, key = str(config.grpc_tls_cert or ""), str(config.grpc_tls_key or "")
+    host = str(config.grpc_host or config.host).strip()
+    if bool(cert) != bool(key):
+        given, missing = ("grpc-tls-cert", "grpc-tls-key") if cert else ("grpc-tls-key", "grpc-tls-cert")
+        problems.append(f"'{given}' has no effect without '{missing}': gRPC TLS needs both.")
+    elif cert:
+        problems += in_conflict(config, ("grpc_insecure",), "grpc-tls-cert")
+        problems += [f"Cannot read the '{name}' file {path!r}." for name, path in
+                     (("grpc-tls-cert", cert), ("grpc-tls-key", key)) if not os.access(os.path.expanduser(path), os.R_OK)]
+    elif not is_loopback(host) and not config.grpc_insecure:
+        problems.append(plaintext_refused(host))
+    if importlib.util.find_spec("grpc") is None:
+        problems.append(MISSING_DEPENDENCIES)
+    if len(selected) == 2:
+        jsonrpc = config.grpc_jsonrpc_port if config.grpc_jsonrpc_port is not None else SHARED_JSONRPC_PORT
+        if jsonrpc and jsonrpc == config.grpc_port:
+            problems.append(f"Transports '{GRPC}' and '{GRPC_JSONRPC}' would both bind port {jsonrpc}: "
+                            "set 'grpc-jsonrpc-port' to another port (0 picks a free one).")
+    return problems

@@ -19,7 +19,6 @@ dispatcher's rules and texts:
 from __future__ import annotations
 
 import contextvars
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from iac_code.dispatcher import protocol_error as check_protocol
 from iac_code.errors import StartupError
 from iac_code.jsonio import message_to_json
 from iac_code.records import InterfaceInfo
+from iac_code_transport_grpc.plugin import is_loopback, plaintext_refused
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
@@ -262,17 +262,6 @@ class KernelGrpcHandler(GrpcHandler):
     SubscribeToTask = _stream("SubscribeToTask")
 
 
-def is_loopback(host: str) -> bool:
-    """``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``)."""
-    host = host.strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _address_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
@@ -298,9 +287,7 @@ def server_credentials(config: Any, host: str) -> grpc.ServerCredentials | None:
         return grpc.ssl_server_credentials([(private_key, chain)])
     if not is_loopback(host):
         if not getattr(config, "grpc_insecure", False):
-            raise StartupError(
-                f"gRPC would serve plaintext on the non-loopback address {host!r}: set 'grpc-tls-cert' and "
-                "'grpc-tls-key', or 'grpc-insecure: true' to allow it.")
+            raise StartupError(plaintext_refused(host))
         logger.warning("grpc-insecure: serving gRPC without TLS on the non-loopback address %s", host)
     return None
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from iac_code.config import without_effect
 from iac_code.hookspecs import hookimpl
 from iac_code.records import TransportSpec
 
@@ -114,3 +115,23 @@ def iac_code_transports() -> list[TransportSpec]:
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return HttpTransportConfig
+
+
+MISSING_SOCKET_PATH = "socket-path is required in --config for --transport unix."
+
+
+@hookimpl
+def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
+    """``socket-path`` for ``unix``; ``ws-*`` and ``socket-path`` refused without their transport; ``http`` and
+    ``websocket`` both bind ``host``/``port``, so together they need ``port: 0``."""
+    problems: list[str] = []
+    if "websocket" not in transports:
+        problems += without_effect(config, ("ws_path", "ws_heartbeat_seconds"), "transport: websocket")
+    if "unix" not in transports:
+        problems += without_effect(config, ("socket_path",), "transport: unix")
+    elif not str(config.socket_path or "").strip():
+        problems.append(MISSING_SOCKET_PATH)
+    if "http" in transports and "websocket" in transports and config.port:
+        problems.append(f"Transports 'http' and 'websocket' would both bind {config.host}:{config.port}: "
+                        "set 'port: 0' (each gets a free port) or serve them from two processes.")
+    return problems

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from iac_code.config import without_effect
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
 from iac_code.records import TransportSpec
@@ -16,6 +18,8 @@ if TYPE_CHECKING:
 
 MISSING_DEPENDENCIES = "Redis Streams A2A transport requires optional dependencies. Install iac-code[a2a-redis]."
 MISSING_URL = "redis-url is required in --config for --transport redis-streams."
+SAME_STREAMS = "request-stream and response-stream must be different Redis keys."
+TRANSPORT_NAME = "redis-streams"
 
 
 class RedisTransportConfig(BaseModel):
@@ -78,3 +82,18 @@ def iac_code_transports() -> list[TransportSpec]:
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
     return RedisTransportConfig
+
+
+@hookimpl
+def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
+    """``redis-url`` and the ``redis`` package when the transport is selected; its keys are refused otherwise."""
+    if TRANSPORT_NAME not in transports:
+        return without_effect(config, RedisTransportConfig.model_fields, f"transport: {TRANSPORT_NAME}")
+    problems: list[str] = []
+    if not str(config.redis_url or "").strip():
+        problems.append(MISSING_URL)
+    if config.request_stream == config.response_stream:
+        problems.append(SAME_STREAMS)
+    if importlib.util.find_spec("redis") is None:
+        problems.append(MISSING_DEPENDENCIES)
+    return problems
