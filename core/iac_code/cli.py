@@ -129,10 +129,11 @@ def a2a(ctx: click.Context, config_path: str, host: str | None, port: int | None
             overrides["debug"] = True
         if thinking_exposure:
             overrides["thinking_exposure"] = list(thinking_exposure)
-        config = _load_settings(config_path, raw, plugins, overrides)
+        config = _load_settings(config_path, raw, plugins, overrides, report_broken=False)
         from iac_code.validation import ensure_valid
 
         ensure_valid(config, plugins)  # every problem, before the state directory or a socket is touched
+        _report_broken(plugins)  # a start that needed one has failed above, naming it: one line per problem
         if check_config:
             from iac_code.config import masked_settings
 
@@ -171,18 +172,25 @@ def _load_plugins(config_path: str) -> tuple[dict[str, Any], Any]:
     return raw, Plugins.load(blocked=blocked if isinstance(blocked, list) else [])
 
 
-def _load_settings(config_path: str, raw: dict[str, Any], plugins: Any, overrides: dict[str, Any]) -> Any:
+def _load_settings(config_path: str, raw: dict[str, Any], plugins: Any, overrides: dict[str, Any], *,
+                   report_broken: bool = True) -> Any:
     from iac_code.config import build_config_model, load_config
 
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
     # The path is recorded so the server never reads its own config file (it holds the secrets) as input.
     config = load_config(config_path or None, raw=raw, overrides=overrides, model=model)
     setup_logging(config.debug, config.log_to_stdout, config.log_format)
+    if report_broken:
+        _report_broken(plugins)
+    return config
+
+
+def _report_broken(plugins: Any) -> None:
+    """A warning per installed plugin that failed to load (the configuration does not need it)."""
     for info in plugins.infos():
         if info.status == "failed":
-            logger.error("Plugin %s (%s %s) failed to load: %s", info.name, info.distribution,
-                         info.version, info.reason)
-    return config
+            logger.warning("Plugin %s (%s %s) failed to load and is not used: %s", info.name, info.distribution,
+                           info.version, info.reason)
 
 
 @a2a.command("push-worker")
