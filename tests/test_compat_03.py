@@ -313,10 +313,21 @@ async def test_sdk_0_3_rest_client(server: RunningServer) -> None:
 # ----------------------------------------------------------------------------- the card a 0.3 client reads
 
 
-async def test_the_public_card_carries_the_0_3_fields(server: RunningServer, http: aiohttp.ClientSession) -> None:
+@pytest.fixture
+async def legacy_card_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RunningServer]:
+    """A server whose card lists its 0.3 interfaces (``card-legacy-fields: true``)."""
+    monkeypatch.chdir(tmp_path)
+    async with start_server({"card-legacy-fields": True}) as running:
+        yield running
+
+
+async def test_the_public_card_carries_the_0_3_fields(legacy_card_server: RunningServer,
+                                                      http: aiohttp.ClientSession) -> None:
     """transports.md (cards): the HTTP card also carries the legacy fields, naming the 0.3 interfaces served."""
     from a2a.client.card_resolver import parse_agent_card
     from a2a.compat.v0_3 import types as types_v03
+
+    server = legacy_card_server
 
     async with http.get(server.url + ".well-known/agent-card.json") as r:
         assert r.status == 200
@@ -333,11 +344,10 @@ async def test_the_public_card_carries_the_0_3_fields(server: RunningServer, htt
     assert parse_agent_card(dict(document)) == server.kernel.cards.card  # a 1.0 reader sees the 1.0 card
 
 
-async def test_card_legacy_fields_off_serves_the_strict_1_0_card(http: aiohttp.ClientSession) -> None:
-    """``card-legacy-fields: false``: only the 1.0 card's own fields (what strict 1.0 schema checks accept)."""
-    async with start_server({"card-legacy-fields": False}) as server:
-        async with http.get(server.url + ".well-known/agent-card.json") as r:
-            document = await r.json()
+async def test_the_default_card_is_the_strict_1_0_card(server: RunningServer, http: aiohttp.ClientSession) -> None:
+    """By default only the 1.0 card's own fields (what the conformance kit's schema check, CARD-STRUCT-001, accepts)."""
+    async with http.get(server.url + ".well-known/agent-card.json") as r:
+        document = await r.json()
     for legacy in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces",
                    "supportsAuthenticatedExtendedCard"):
         assert legacy not in document
@@ -346,11 +356,13 @@ async def test_card_legacy_fields_off_serves_the_strict_1_0_card(http: aiohttp.C
 
 
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
-async def test_a_0_3_client_discovers_the_server_from_the_card(server: RunningServer, http: aiohttp.ClientSession,
-                                                               binding: str) -> None:
+async def test_a_0_3_client_discovers_the_server_from_the_card(legacy_card_server: RunningServer,
+                                                               http: aiohttp.ClientSession, binding: str) -> None:
     """A 0.3-era card reader (no ``supportedInterfaces``) finds the 0.3 interfaces and talks 0.3 through them."""
     from a2a.client import ClientConfig, ClientFactory
     from a2a.client.card_resolver import parse_agent_card
+
+    server = legacy_card_server
 
     async with http.get(server.url + ".well-known/agent-card.json") as r:
         document = await r.json()

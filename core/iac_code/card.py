@@ -262,8 +262,8 @@ class CardService:
         self.document = self._render()
 
     def as_dict(self) -> dict[str, Any]:
-        """The public card as served over HTTP: with the legacy 0.3 fields unless ``card-legacy-fields`` is off."""
-        if not getattr(self._config, "card_legacy_fields", True):
+        """The public card as served over HTTP: with the legacy 0.3 fields when ``card-legacy-fields`` is on."""
+        if not getattr(self._config, "card_legacy_fields", False):
             return agent_card_to_dict(self.card)
         return card_document(self.card)
 
