@@ -4,7 +4,8 @@ A transport authenticates, then calls :meth:`JsonRpcDispatcher.dispatch` with th
 request body and a :class:`CallInfo`. The result is either one JSON-RPC response
 dict or an async iterator of response dicts (streaming methods), so transports
 only add framing. Protocol semantics stay in a2a-sdk's request handler; this
-module validates the envelope, checks ``A2A-Version`` (header, else query
+module validates the envelope (:func:`validate_envelope`, the one frame validator
+every transport uses), checks ``A2A-Version`` (header, else query
 parameter; Major.Minor must be 1.0) and required extensions, parses params into
 the SDK's protobuf requests and maps errors to the standard codes with our own
 texts, never the parser's. Results leave as JSON through
@@ -281,6 +282,56 @@ def decode_json(body: bytes | str, call: CallInfo) -> Any:
         raise CallError(_parse_error(call, exc)) from None
 
 
+def answer_id(payload: Any) -> str | int | None:
+    """The id an answer to ``payload`` carries: its ``id`` when that is a string, an integer or null; else null."""
+    if isinstance(payload, dict):
+        value = payload.get("id")
+        if value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A JSON-RPC request object that passed :func:`validate_envelope`: its id and its method name."""
+
+    request_id: str | int | None
+    method: str
+
+
+class InvalidEnvelope(CallError):
+    """A frame that is not a JSON-RPC 2.0 request object; ``request_id`` is the id its error answer carries."""
+
+    def __init__(self, request_id: str | int | None, message: str) -> None:
+        super().__init__(JsonRpcInvalidRequest(message=message))
+        self.request_id = request_id
+
+
+def validate_envelope(payload: Any) -> Envelope:
+    """The one frame validator: ``payload`` (decoded JSON) as a JSON-RPC 2.0 request object, or
+    :class:`InvalidEnvelope` (``-32600``).
+
+    Every transport's frames go through it before anything reads the method (the
+    dispatcher's :meth:`~JsonRpcDispatcher.dispatch`, and :func:`iac_code.framing.inspect_frame`
+    where a transport frames the answer by method), so a ``method`` that is a list or an
+    object is a client error everywhere, never an exception. ``params`` is checked later,
+    after the method is known (an unknown method is ``-32601`` whatever its params).
+    """
+    if isinstance(payload, list):
+        raise InvalidEnvelope(None, "Batch requests are not supported")
+    if not isinstance(payload, dict):
+        raise InvalidEnvelope(None, "Invalid request: expected a JSON object")
+    request_id = payload.get("id")
+    if isinstance(request_id, bool) or not (request_id is None or isinstance(request_id, str | int)):
+        raise InvalidEnvelope(None, "Invalid request: id must be a string, integer, or null")
+    if payload.get("jsonrpc") != "2.0":
+        raise InvalidEnvelope(request_id, "Invalid request: 'jsonrpc' must be exactly '2.0'")
+    method = payload.get("method")
+    if not isinstance(method, str) or not method:
+        raise InvalidEnvelope(request_id, "Invalid request: 'method' must be a non-empty string")
+    return Envelope(request_id, method)
+
+
 class _QueryParams:
     """A multi-valued query mapping with the ``keys``/``getlist`` face ``proto_utils.parse_params`` reads."""
 
@@ -336,18 +387,11 @@ class JsonRpcDispatcher:
                 return _error(None, exc.error)
         else:
             payload = body
-        if isinstance(payload, list):
-            return _error(None, JsonRpcInvalidRequest(message="Batch requests are not supported"))
-        if not isinstance(payload, dict):
-            return _error(None, JsonRpcInvalidRequest(message="Invalid request: expected a JSON object"))
-        request_id = payload.get("id")
-        if isinstance(request_id, bool) or not (request_id is None or isinstance(request_id, str | int)):
-            return _error(None, JsonRpcInvalidRequest(message="Invalid request: id must be a string, integer, or null"))
-        if payload.get("jsonrpc") != "2.0":
-            return _error(request_id, JsonRpcInvalidRequest(message="Invalid request: 'jsonrpc' must be exactly '2.0'"))
-        method = payload.get("method")
-        if not isinstance(method, str) or not method:
-            return _error(request_id, JsonRpcInvalidRequest(message="Invalid request: 'method' must be a non-empty string"))
+        try:
+            envelope = validate_envelope(payload)
+        except InvalidEnvelope as exc:
+            return _error(exc.request_id, exc.error)
+        request_id, method = envelope.request_id, envelope.method
         if method in compat03.JSONRPC_METHODS:
             return await compat03.dispatch_jsonrpc(self, payload, call)
         if method not in METHOD_PARAMS:

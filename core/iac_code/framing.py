@@ -14,7 +14,18 @@ through :func:`serve_frame`, which applies the same rules as HTTP:
   channel) is a 1.0 call, as the anchor's dispatcher sends every custom-transport
   frame (transports.md §1.1); only a 0.3 *method name* makes a call 0.3. (HTTP
   keeps A2A 1.0 §3.6: no header there means 0.3.)
-* then the kernel's one dispatcher.
+* then the kernel's one dispatcher, whose :func:`~iac_code.dispatcher.validate_envelope`
+  is the one frame validator: a frame that is not a JSON-RPC 2.0 request object
+  (a ``method`` that is a list, a batch, a number ...) gets ``-32600`` (``-32700`` when
+  it does not parse), on every transport, authenticated or not: a frame refused
+  by the authenticator gets "Unauthorized" whatever it holds, as an HTTP request
+  gets 401 before its body is read. A transport that frames answers by method
+  reads the frame through :func:`inspect_frame` (the same validator), never by
+  looking the raw ``method`` up itself.
+
+Client errors (malformed frames, oversized frames) are logged as one
+rate-limited INFO line each (:func:`log_client_error`, 10 per 10 s per transport), with the error code and our
+own text, never the input and never a traceback.
 
 The answer is one JSON-RPC response dict, or an async iterator of them for a
 stream (SendStreamingMessage, SubscribeToTask: whatever the dispatcher streams;
@@ -25,12 +36,15 @@ Redis framings send after a stream.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from iac_code import jsonio
 from iac_code.compat03 import STREAMING_METHODS as STREAMING_METHODS_03
-from iac_code.dispatcher import STREAMING_METHODS, CallInfo
+from iac_code.dispatcher import STREAMING_METHODS, CallInfo, InvalidEnvelope, answer_id, validate_envelope
+from iac_code.log_limits import RateLimitedLog
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
@@ -43,6 +57,12 @@ TOO_LARGE = {"code": -32600, "message": "Request payload too large"}
 STARTING = {"code": -32603, "message": "Server is starting"}
 # The version a custom-transport frame speaks when neither it nor its channel names one.
 DEFAULT_VERSION = "1.0"
+# Error codes that mean "the client sent a malformed frame" (parse error, invalid request).
+CLIENT_ERROR_CODES = frozenset({-32700, -32600})
+
+logger = logging.getLogger(__name__)
+# The rate-limited log of refused frames, one per transport name (a flood on one hides nothing on another).
+_client_errors: dict[str, RateLimitedLog] = {}
 
 Answer = dict[str, Any] | AsyncIterator[dict[str, Any]]
 
@@ -70,11 +90,44 @@ def error_response(request_id: Any, error: Mapping[str, Any]) -> dict[str, Any]:
 
 def request_id_of(frame: Any) -> Any:
     """The ``id`` of a decoded frame (``None`` when there is none or it is not a valid id)."""
-    if isinstance(frame, dict):
-        value = frame.get("id")
-        if value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-    return None
+    return answer_id(frame)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameInfo:
+    """What a transport may read from a frame before serving it, to frame the answer.
+
+    ``request_id`` is the id its answers carry; ``method`` is ``None`` unless the frame is
+    a valid JSON-RPC request object (:func:`~iac_code.dispatcher.validate_envelope`).
+    """
+
+    request_id: str | int | None
+    method: str | None
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the frame calls a streaming method (1.0 or 0.3 name)."""
+        return self.method is not None and self.method in STREAM_METHODS
+
+
+NOT_A_REQUEST = FrameInfo(None, None)
+
+
+def inspect_frame(frame: Any) -> FrameInfo:
+    """A decoded frame's id and method, through the one validator (never raises)."""
+    try:
+        envelope = validate_envelope(frame)
+    except InvalidEnvelope as exc:
+        return FrameInfo(exc.request_id, None)
+    return FrameInfo(envelope.request_id, envelope.method)
+
+
+def peek(raw: bytes | str, limit: int) -> FrameInfo:
+    """:func:`inspect_frame` of undecoded ``raw``; :data:`NOT_A_REQUEST` when it is over ``limit`` or not JSON."""
+    if len(raw) > limit:
+        return NOT_A_REQUEST
+    frame, ok = decode_frame(raw)
+    return inspect_frame(frame) if ok else NOT_A_REQUEST
 
 
 def final_marker(request_id: Any) -> dict[str, Any]:
@@ -90,9 +143,33 @@ def decode_frame(raw: bytes | str) -> tuple[Any, bool]:
         return raw, False
 
 
+def log_client_error(transport: str, answer: Mapping[str, Any]) -> None:
+    """One rate-limited line for an answer that refuses a malformed frame (code and our text, never the input)."""
+    error = answer.get("error")
+    if isinstance(error, Mapping) and error.get("code") in CLIENT_ERROR_CODES:
+        log = _client_errors.get(transport)
+        if log is None:
+            log = _client_errors[transport] = RateLimitedLog(logger, logging.INFO, f"refused frames on {transport}")
+        log.log("Refused a frame on %s: %s (%d)", transport, str(error.get("message", ""))[:100], error["code"])
+
+
 async def serve_frame(kernel: Kernel, raw: bytes | str | Mapping[str, Any], *, transport: str,
-                      channel_headers: Mapping[str, str] | None = None) -> Answer:
-    """Answer one JSON-RPC frame over a custom transport (see the module docstring)."""
+                      channel_headers: Mapping[str, str] | None = None,
+                      stream_refusal: Mapping[str, Any] | None = None) -> Answer:
+    """Answer one JSON-RPC frame over a custom transport (see the module docstring).
+
+    ``stream_refusal``: the error answered, once the caller is authenticated, instead of
+    dispatching a streaming method (a channel that can carry only one answer).
+    """
+    answer = await _serve(kernel, raw, transport=transport, channel_headers=channel_headers,
+                          stream_refusal=stream_refusal)
+    if isinstance(answer, dict) and "error" in answer:
+        log_client_error(transport, answer)
+    return answer
+
+
+async def _serve(kernel: Kernel, raw: bytes | str | Mapping[str, Any], *, transport: str,
+                 channel_headers: Mapping[str, str] | None, stream_refusal: Mapping[str, Any] | None) -> Answer:
     limit = kernel.config.max_request_bytes
     if isinstance(raw, bytes | str) and len(raw) > limit:
         return error_response(None, TOO_LARGE)
@@ -111,6 +188,8 @@ async def serve_frame(kernel: Kernel, raw: bytes | str | Mapping[str, Any], *, t
     dispatcher = kernel.dispatcher
     if dispatcher is None:
         return error_response(request_id_of(frame), STARTING)
+    if stream_refusal is not None and ok and inspect_frame(frame).streaming:
+        return error_response(request_id_of(frame), stream_refusal)
     extensions = [v for k, v in headers.items() if k == "a2a-extensions"]
     call = CallInfo(principal=principal, headers=headers, extensions=extensions, transport=transport)
     return await dispatcher.dispatch(frame if ok else raw, call)

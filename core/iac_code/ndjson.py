@@ -13,7 +13,9 @@ correlated by their ``id`` and writes are serialised by a lock.
 * a frame without an ``A2A-Version`` header is a 1.0 call, as on every custom
   transport (:func:`iac_code.framing.serve_frame`);
 * a line longer than ``max-request-bytes``: ``-32600`` "Request payload too large",
-  the session goes on; a malformed line: the dispatcher's own parse error.
+  the session goes on; a malformed line: the dispatcher's own error (``-32700``, or
+  ``-32600`` for anything that is not a JSON-RPC request object, e.g. a ``method``
+  that is a list), answered with the line's id when it has a valid one.
 
 At EOF the in-flight requests get ``shutdown-grace-seconds`` to finish, the rest
 are cancelled. A client that goes away mid-stream only stops the writing: the
@@ -138,7 +140,9 @@ class NdjsonSession:
                     self._spawn(exc.partial)
                 return
             except asyncio.LimitOverrunError as exc:
-                await self._write(framing.error_response(None, framing.TOO_LARGE))
+                answer = framing.error_response(None, framing.TOO_LARGE)
+                framing.log_client_error(self.transport_name, answer)
+                await self._write(answer)
                 if not await self._skip_line(exc.consumed):
                     return
                 continue
@@ -172,8 +176,8 @@ class NdjsonSession:
             frame, ok = framing.decode_frame(line)
             if not (ok and isinstance(frame, dict)):
                 frame = None
-        request_id = framing.request_id_of(frame)
-        streaming = isinstance(frame, dict) and frame.get("method") in framing.STREAM_METHODS
+        info = framing.inspect_frame(frame)
+        request_id = info.request_id
         await self._until_ready()
         try:
             answer = await framing.serve_frame(self.kernel, frame if frame is not None else line,
@@ -184,7 +188,7 @@ class NdjsonSession:
             logger.exception("%s session: serving a frame failed", self.transport_name)
             answer = framing.error_response(request_id, INTERNAL_ERROR)
         if isinstance(answer, dict):
-            if streaming:
+            if info.streaming:
                 answer = {**answer, "final": True}
             await self._write(answer)
             return

@@ -6,8 +6,12 @@ transport only frames; every envelope's payload goes through :func:`iac_code.fra
 headers (read as the official ``grpc`` transport reads them).
 
 * ``Send``: one envelope in, the JSON-RPC response in one envelope (``final=false``). A streaming
-  method (``SendStreamingMessage``, ``SubscribeToTask``) is refused before dispatch with
-  ``-32600`` "Use Stream for streaming methods" (dispatching it would start the turn).
+  method (``SendStreamingMessage``, ``SubscribeToTask``) of an authenticated caller is refused
+  before dispatch with ``-32600`` "Use Stream for streaming methods" (dispatching it would start
+  the turn).
+* A payload that is not a JSON-RPC request object (a ``method`` that is a list ...) is answered
+  like on every transport (``-32600``/``-32700``, :mod:`iac_code.framing`), never with a gRPC
+  status.
 * ``Stream``: one envelope per JSON-RPC response of the stream (``final=false``), then the
   terminator :func:`~iac_code.framing.final_marker` with ``final=true``. An answer that is not a
   stream (an error before the first event, or a unary method) is sent as one ``final=true``
@@ -28,13 +32,11 @@ import grpc
 from grpc import aio
 
 from iac_code.framing import (
-    STREAM_METHODS,
     UNAUTHORIZED,
-    decode_frame,
     dumps,
     error_response,
     final_marker,
-    request_id_of,
+    peek,
     serve_frame,
 )
 from iac_code.records import InterfaceInfo
@@ -67,17 +69,6 @@ def envelope(frame: Mapping[str, Any], *, final: bool) -> Any:
     return JsonRpcEnvelope(payload=dumps(frame), final=final)
 
 
-def peek(payload: bytes, limit: int) -> tuple[Any, bool]:
-    """(request id, is a streaming method) of a payload, for the framing; (None, False) when it is over
-    ``limit`` or not a JSON object (serve_frame answers those)."""
-    if len(payload) > limit:
-        return None, False
-    frame, ok = decode_frame(payload)
-    if not ok or not isinstance(frame, dict):
-        return None, False
-    return request_id_of(frame), frame.get("method") in STREAM_METHODS
-
-
 def jsonrpc_port(kernel: Kernel) -> int:
     """The port to bind: ``grpc-jsonrpc-port``; unset, ``grpc-port`` unless the ``grpc`` transport uses it."""
     config = kernel.config
@@ -95,10 +86,14 @@ class JsonRpcEnvelopeService:
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
 
-    async def _answer(self, payload: bytes, context: aio.ServicerContext) -> Any:
-        """serve_frame's answer to one payload; a refused caller aborts the call ``UNAUTHENTICATED``."""
+    async def _answer(self, payload: bytes, context: aio.ServicerContext, *, unary: bool) -> Any:
+        """serve_frame's answer to one payload; a refused caller aborts the call ``UNAUTHENTICATED``.
+
+        ``unary`` (``Send``): a streaming method is refused with ``USE_STREAM`` once the caller is
+        authenticated, before dispatch (dispatching it would start the turn)."""
         headers, _ = read_metadata(context)
-        answer = await serve_frame(self._kernel, payload, transport=TRANSPORT, channel_headers=headers)
+        answer = await serve_frame(self._kernel, payload, transport=TRANSPORT, channel_headers=headers,
+                                   stream_refusal=USE_STREAM if unary else None)
         if isinstance(answer, dict) and answer.get("error") == UNAUTHORIZED:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_TEXT)
         return answer
@@ -106,11 +101,9 @@ class JsonRpcEnvelopeService:
     async def send(self, request: Any, context: aio.ServicerContext) -> Any:
         """``Send``: one JSON-RPC request, its response (``final=false``)."""
         payload = bytes(request.payload)
-        request_id, is_stream = peek(payload, self._kernel.config.max_request_bytes)
-        if is_stream:  # refused before dispatch: dispatching would start the turn
-            return envelope(error_response(request_id, USE_STREAM), final=False)
+        request_id = peek(payload, self._kernel.config.max_request_bytes).request_id
         try:
-            answer = await self._answer(payload, context)
+            answer = await self._answer(payload, context, unary=True)
         except aio.AbortError:
             raise
         except Exception:
@@ -124,9 +117,9 @@ class JsonRpcEnvelopeService:
     async def stream(self, request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
         """``Stream``: one envelope per response of the stream, then the terminator (``final=true``)."""
         payload = bytes(request.payload)
-        request_id, _ = peek(payload, self._kernel.config.max_request_bytes)
+        request_id = peek(payload, self._kernel.config.max_request_bytes).request_id
         try:
-            answer = await self._answer(payload, context)
+            answer = await self._answer(payload, context, unary=False)
         except aio.AbortError:
             raise
         except Exception:

@@ -39,6 +39,7 @@ from iac_code import compat03, jsonio
 from iac_code.artifacts import ROUTE_PREFIX
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.dispatcher import CallInfo
+from iac_code.log_limits import RateLimitedLog
 from iac_code.records import InterfaceInfo
 from iac_code.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestReply, RestRoute, error_reply
 from iac_code.task_events import seq_of
@@ -47,7 +48,6 @@ from iac_code_transport_http.limits import (
     ConnectionLimits,
     LimitedAppRunner,
     LimitedServer,
-    RateLimitedLog,
     RequestBodyTimeout,
     log_client_error,
 )

@@ -37,9 +37,19 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from iac_code.framing import TOO_LARGE, Answer, decode_frame, dumps, error_response, request_id_of, serve_frame
+from iac_code.framing import (
+    TOO_LARGE,
+    Answer,
+    decode_frame,
+    dumps,
+    error_response,
+    log_client_error,
+    request_id_of,
+    serve_frame,
+)
+from iac_code.log_limits import RateLimitedLog
 from iac_code.records import InterfaceInfo
-from iac_code_transport_http.limits import ConnectionLimits, LimitedAppRunner, LimitedServer, RateLimitedLog
+from iac_code_transport_http.limits import ConnectionLimits, LimitedAppRunner, LimitedServer
 from iac_code_transport_http.limits import logger as limits_logger
 from iac_code_transport_http.server import _url_host, unauthorized
 
@@ -180,8 +190,10 @@ class _Connection:
             raise
 
     async def _send_error(self, request_id: Any, error: Mapping[str, Any]) -> None:
+        answer = error_response(request_id, error)
+        log_client_error(TRANSPORT, answer)
         with contextlib.suppress(ConnectionError):
-            await self._send(request_id, error_response(request_id, error), True)
+            await self._send(request_id, answer, True)
 
     async def _send(self, request_id: Any, payload: Mapping[str, Any], final: bool) -> None:
         if self._ws.closed:

@@ -49,7 +49,8 @@ from redis.exceptions import RedisError, ResponseError
 
 from iac_code import jsonio
 from iac_code.errors import StartupError
-from iac_code.framing import dumps, error_response, request_id_of, serve_frame
+from iac_code.framing import dumps, error_response, log_client_error, request_id_of, serve_frame
+from iac_code.log_limits import RateLimitedLog
 from iac_code.records import InterfaceInfo
 from iac_code.url_credentials import redis_location, url_secrets
 from iac_code_transport_redis.common import (
@@ -146,6 +147,8 @@ class RedisStreamsTransport:
         self._lease_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
+        # Entries dropped as unanswerable: a client can send them over and over.
+        self._dropped = RateLimitedLog(logger, logging.WARNING, "dropped request entries")
         self._outage: str | None = None
         self._reclaim_cursor = "0-0"
         # Both at least every second, and several times per lease.
@@ -249,6 +252,7 @@ class RedisStreamsTransport:
                 await self._lease_task
             self._lease_task = None
         await self._close_redis()
+        self._dropped.flush()
 
     async def _close_redis(self) -> None:
         if self._redis is not None:
@@ -353,11 +357,11 @@ class RedisStreamsTransport:
         settle = True
         try:
             if correlation is None:
-                logger.warning("Redis Streams transport: request entry %s has no correlation_id; dropped", entry_id)
+                self._dropped.log("Redis Streams transport: request entry %s has no correlation_id; dropped", entry_id)
                 return
             if reply_stream == self.request_stream:  # answering there would feed the answer back in as a request
-                logger.warning("Redis Streams transport: request entry %s names the request stream as its "
-                               "reply_stream; dropped", entry_id)
+                self._dropped.log("Redis Streams transport: request entry %s names the request stream as its "
+                                  "reply_stream; dropped", entry_id)
                 return
             await self._serve(_Reply(entry_id, reply_stream, correlation), fields)
             settle = False  # the final answer settled it
@@ -380,7 +384,9 @@ class RedisStreamsTransport:
     async def _serve(self, reply: _Reply, fields: Mapping[Any, Any] | None) -> None:
         payload = field(fields, "payload")
         if payload is None:
-            await self._write(reply, error_response(None, MISSING_PAYLOAD), True)
+            answer = error_response(None, MISSING_PAYLOAD)
+            log_client_error(TRANSPORT, answer)
+            await self._write(reply, answer, True)
             return
         headers = _parse_headers(field(fields, "headers"))
         if headers is None:
@@ -388,7 +394,9 @@ class RedisStreamsTransport:
             if len(payload) <= self.kernel.config.max_request_bytes:
                 with contextlib.suppress(ValueError, UnicodeDecodeError):
                     bad_id = request_id_of(jsonio.loads(payload))
-            await self._write(reply, error_response(bad_id, BAD_HEADERS), True)
+            answer = error_response(bad_id, BAD_HEADERS)
+            log_client_error(TRANSPORT, answer)
+            await self._write(reply, answer, True)
             return
         answer = await serve_frame(self.kernel, payload, transport=TRANSPORT, channel_headers=headers)
         if isinstance(answer, dict):
