@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Memory is bounded: RSS of ``iac-code a2a`` after many finished tasks and abandoned permission waits.
+"""Memory is bounded: RSS of ``iac-code a2a`` after many finished tasks and turns and abandoned permission waits.
 
-Two phases, each against a fresh ``iac-code a2a`` subprocess (own scratch
+Three phases, each against a fresh ``iac-code a2a`` subprocess (own scratch
 persistence-dir, config file and ``IAC_CODE_CONFIG_DIR``, an ephemeral port,
 ready when ``GET /health`` is 200; pinned to CPU 0, the client to CPU 1):
 
@@ -31,7 +31,7 @@ RSS is ``VmRSS`` of the server process (``/proc/<pid>/status``). The table
 shows phase, tasks, RSS MiB, delta MiB against that server's start, and the
 delta per task in bytes. ``--json`` prints the same as JSON on stdout.
 
-    uv run --group bench python benchmarks/bench_memory.py                          # ~3-6 min
+    uv run --group bench python benchmarks/bench_memory.py                          # ~15 min
     uv run --group bench python benchmarks/bench_memory.py --tasks 20000 --waits 500  # quick
 
 Exit status: 0 when every phase ran with no failed request and every wait was
