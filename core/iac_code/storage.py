@@ -262,6 +262,9 @@ class SnapshotWriter:
     async def room(self) -> None:
         """Wait while ``backlog`` documents are queued and not yet being written (backpressure)."""
         while self.backlog and len(self._pending) >= self.backlog:
+            if self._task is None or self._task.done():  # a batch that failed ended the writer: start it again
+                self._wake.set()
+                self._task = spawn(self._run(), name="snapshot-writer")
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._room.append(future)
             await future
