@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Memory is bounded: RSS of ``iac-code a2a`` after many finished tasks and abandoned permission waits.
+"""Memory is bounded: RSS of ``iac-code a2a`` after many finished tasks and turns and abandoned permission waits.
 
-Two phases, each against a fresh ``iac-code a2a`` subprocess (own scratch
+Three phases, each against a fresh ``iac-code a2a`` subprocess (own scratch
 persistence-dir, config file and ``IAC_CODE_CONFIG_DIR``, an ephemeral port,
 ready when ``GET /health`` is 200; pinned to CPU 0, the client to CPU 1):
 
@@ -10,7 +10,11 @@ ready when ``GET /health`` is 200; pinned to CPU 0, the client to CPU 1):
    context each, as independent callers do), ``--concurrency`` (32) in flight.
    Every task ends COMPLETED. RSS is read at the start, every 10 %, and once
    it has settled at the end.
-2. **abandoned permission waits** (the default built-in offline runtime, no
+2. **finished turns on the default runtime** (no agent-executor, default
+   config): ``--runtime-tasks`` (default: ``--tasks``) SendMessage "hello"
+   requests, a new context each; the offline runtime answers and ends the turn
+   in INPUT_REQUIRED (waiting for the next message). RSS as in phase 1.
+3. **abandoned permission waits** (the default built-in offline runtime, no
    agent-executor, with ``permission-timeout: 2``): ``--waits`` (3,000)
    SendStreamingMessage requests "Create a VPC with two vSwitches." (the
    offline runtime generates a template and asks to write it with
@@ -27,10 +31,10 @@ RSS is ``VmRSS`` of the server process (``/proc/<pid>/status``). The table
 shows phase, tasks, RSS MiB, delta MiB against that server's start, and the
 delta per task in bytes. ``--json`` prints the same as JSON on stdout.
 
-    uv run --group bench python benchmarks/bench_memory.py                          # ~3-6 min
+    uv run --group bench python benchmarks/bench_memory.py                          # ~15 min
     uv run --group bench python benchmarks/bench_memory.py --tasks 20000 --waits 500  # quick
 
-Exit status: 0 when both phases ran with no failed request and every wait was
+Exit status: 0 when every phase ran with no failed request and every wait was
 decided in time; 1 otherwise (the table is still printed); 130 if interrupted.
 """
 
@@ -62,6 +66,8 @@ HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 MiB = 1024 * 1024
 #: A prompt the offline runtime answers by generating a template and asking to write it (write_file).
 PERMISSION_PROMPT = "Create a VPC with two vSwitches."
+# The offline runtime answers "hello" and ends its turn waiting for the next message.
+RUNTIME_ENDS = (b'"TASK_STATE_INPUT_REQUIRED"', b'"TASK_STATE_COMPLETED"')
 RUNNING_STATES = {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
 
 
@@ -282,8 +288,9 @@ class Progress:
             self.next_mark += 1
 
 
-async def run_tasks(server: Server, phase: Phase, total: int, concurrency: int) -> None:
-    """``total`` SendMessage requests to the trivial agent, ``concurrency`` in flight."""
+async def run_tasks(server: Server, phase: Phase, total: int, concurrency: int,
+                    ends: tuple[bytes, ...] = (b'"TASK_STATE_COMPLETED"',)) -> None:
+    """``total`` SendMessage "hello" requests, ``concurrency`` in flight; each task must end in one of ``ends``."""
     head = b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"'
     tail = b'","role":"ROLE_USER","parts":[{"text":"hello"}]}}}'
     progress = Progress(server, phase, "finished tasks", total)
@@ -298,7 +305,7 @@ async def run_tasks(server: Server, phase: Phase, total: int, concurrency: int) 
                 async with http.post(server.url, data=body, headers=HEADERS) as r:
                     reply = await r.read()
                     status = r.status
-                if status != 200 or b'"error"' in reply or b'"TASK_STATE_COMPLETED"' not in reply:
+                if status != 200 or b'"error"' in reply or not any(end in reply for end in ends):
                     phase.error(f"SendMessage: HTTP {status}: {reply[:200]!r}")
             except (aiohttp.ClientError, TimeoutError) as exc:
                 phase.error(f"SendMessage: {exc!r}")
@@ -429,6 +436,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--tasks", type=int, default=100_000, help="finished SendMessage tasks (trivial agent)")
+    p.add_argument("--runtime-tasks", type=int, default=None,
+                   help="finished SendMessage 'hello' turns on the default offline runtime (default: --tasks)")
     p.add_argument("--waits", type=int, default=3_000, help="abandoned permission waits (offline runtime)")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight")
     p.add_argument("--permission-timeout", type=float, default=2.0,
@@ -439,8 +448,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-pin", action="store_true", help="do not pin the server to CPU 0 and the client to CPU 1")
     p.add_argument("--json", action="store_true", help="print machine-readable results on stdout")
     args = p.parse_args(argv)
-    if args.tasks < 0 or args.waits < 0 or args.concurrency < 1 or args.permission_timeout <= 0:
-        p.error("--tasks and --waits must be >= 0, --concurrency >= 1, --permission-timeout > 0")
+    if args.runtime_tasks is None:
+        args.runtime_tasks = args.tasks
+    if min(args.tasks, args.runtime_tasks, args.waits) < 0 or args.concurrency < 1 or args.permission_timeout <= 0:
+        p.error("--tasks, --runtime-tasks and --waits must be >= 0, --concurrency >= 1, --permission-timeout > 0")
     return args
 
 
@@ -490,6 +501,25 @@ async def amain(args: argparse.Namespace) -> int:
             except ServerFailed as exc:
                 failures.append(str(exc))
                 log(f"!! {exc}")
+        if args.runtime_tasks:
+            phase = Phase("runtime-hello")
+            phases.append(phase)
+            state = workdir / "runtime-hello" / "state"
+            config = f"persistence-dir: {state}\n"
+            log(f"phase 2: {args.runtime_tasks:,} finished turns (SendMessage 'hello', default offline runtime, "
+                f"new context each); persistence on in {state}")
+            try:
+                server = await asyncio.to_thread(start_server, "runtime-hello", config, workdir, cpu=cpu,
+                                                 startup_timeout=args.startup_timeout)
+                try:
+                    phase.record(server, "start", 0)
+                    await run_tasks(server, phase, args.runtime_tasks, args.concurrency, RUNTIME_ENDS)
+                    phase.record(server, "finished turns, settled", args.runtime_tasks, await settled_rss(server))
+                finally:
+                    await asyncio.to_thread(stop_server, server)
+            except ServerFailed as exc:
+                failures.append(str(exc))
+                log(f"!! {exc}")
         if args.waits:
             phase = Phase("offline-runtime")
             phases.append(phase)
@@ -503,7 +533,7 @@ async def amain(args: argparse.Namespace) -> int:
             else:
                 note = "offline-runtime server: default max-active-turns-per-caller (100) kept: --waits <= 100"
             notes.append(note)
-            log(f"phase 2: {args.waits:,} abandoned permission waits (SendStreamingMessage {PERMISSION_PROMPT!r}, "
+            log(f"phase 3: {args.waits:,} abandoned permission waits (SendStreamingMessage {PERMISSION_PROMPT!r}, "
                 f"new context each, dropped at the permission request); default offline runtime, "
                 f"permission-timeout: {args.permission_timeout:g}; persistence on in {state}")
             log(note)
@@ -529,7 +559,8 @@ async def amain(args: argparse.Namespace) -> int:
     errors = sum(ph.errors for ph in phases)
     if args.json:
         print(json.dumps({
-            "config": {"tasks": args.tasks, "waits": args.waits, "concurrency": args.concurrency,
+            "config": {"tasks": args.tasks, "runtime_tasks": args.runtime_tasks, "waits": args.waits,
+                       "concurrency": args.concurrency,
                        "permission_timeout_s": args.permission_timeout, "notes": notes},
             "points": [{k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(p).items()}
                        for p in points],

@@ -10,13 +10,17 @@ server is killed with SIGKILL mid-load and started again on the same state.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from iac_code import storage
 from iac_code.testing import A2A_HEADERS, send_message_body, start_server
 from tests.test_crash_and_limits import rpc, server_process
 
@@ -165,3 +169,60 @@ async def test_finished_tasks_leave_memory_and_are_served_from_disk() -> None:
         assert continued["id"] == told[0]["id"] and len(continued["history"]) > len(told[0]["history"])
         await server.kernel.writer.flush()
         assert server.kernel.task_store.cached() <= 5  # the bound: configuration, not history
+
+
+class _HeldSnapshotWrites(ThreadPoolExecutor):
+    """The event loop's default executor, holding the snapshot writer's batches until released.
+
+    Models a disk that falls behind the requests: the task journal (and every
+    other thread job) runs, only the lazy snapshot writes wait.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=8)
+        self.released = threading.Event()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        # asyncio.to_thread(f, ...) submits functools.partial(context.run, f, ...)
+        if isinstance(fn, functools.partial) and fn.args and fn.args[0] is storage._write_batch:
+            call, released = fn, self.released
+            return super().submit(lambda: released.wait(60) and call())
+        return super().submit(fn, *args, **kwargs)
+
+
+async def test_unwritten_snapshots_are_bounded_when_the_disk_falls_behind() -> None:
+    """Tasks and contexts whose snapshot is not yet written stay in memory: their number is bounded."""
+    limit, senders, total = 8, 16, 200
+    held = _HeldSnapshotWrites()
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(held)
+    settings = {"task-cache-size": limit, "context-cache-size": limit}
+    async with start_server(settings) as server, aiohttp.ClientSession() as http:
+        kernel, states = server.kernel, []
+        gate = asyncio.Semaphore(senders)
+
+        async def one(n: int) -> None:
+            async with gate:
+                body = send_message_body("hello", message_id=f"m-{n}", contextId=f"ctx-{n}")
+                states.append((await rpc(http, server.url, body))["result"]["task"]["status"]["state"])
+
+        load = asyncio.gather(*(one(n) for n in range(total)))
+        try:
+            # Bounded wait: until every sender waits for the snapshot queue to shrink, or all were answered.
+            deadline = loop.time() + 60
+            while len(states) < total and getattr(kernel.writer, "waiting", 0) < senders:
+                assert loop.time() < deadline, f"{len(states)} of {total} answered, no sender waiting"
+                await asyncio.sleep(0.01)
+            # Unwritten snapshots: at most task-cache-size queued plus the batch being written (at most
+            # that when it started), each plus the documents of the turns let in at once.
+            unwritten = 2 * (limit + 2 * senders)
+            assert kernel.task_store.cached() <= limit + unwritten
+            assert len(kernel.contexts) <= limit + unwritten
+            assert kernel.writer.queued <= unwritten
+            assert len(states) < total  # new turns wait for the disk instead of piling up in memory
+        finally:
+            held.released.set()
+        await asyncio.wait_for(load, 120)
+        assert len(states) == total and set(states) <= STOPS  # nothing lost, every turn ran
+        await kernel.writer.flush()
+        assert kernel.task_store.cached() <= limit and len(kernel.contexts) <= limit

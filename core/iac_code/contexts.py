@@ -97,6 +97,8 @@ class ContextRegistry:
         if self._link is not None:
             return await self._reserve_shared(self._link, owner, context_id, cwd, channel, task_id)
         key = (owner, context_id)
+        if self._writer is not None and key not in self._live:
+            await self._writer.room()  # a context not in memory yet: wait while too many snapshots are queued
         state = self._live.get(key) or self._restore(owner, context_id)
         if state is None:
             state = ContextState(context_id=context_id, owner=owner, cwd=cwd)

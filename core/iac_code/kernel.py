@@ -103,7 +103,7 @@ class Kernel:
         self.authenticator = Authenticator(config)
         self.cards = CardService(config)
         self.state_dir = config.resolved_persistence_dir()
-        self.writer = SnapshotWriter()
+        self.writer = SnapshotWriter(backlog=config.task_cache_size)  # bounds unwritten tasks and contexts
         self.backend = self._state_backend()
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(

@@ -213,10 +213,18 @@ class SnapshotWriter:
     journal retires a segment only then); ``on_batch`` callbacks run on the event
     loop after each written batch with the slots it wrote (the task store and the
     context registry may then unload those documents).
+
+    A document waiting to be written is also held in memory by its owner (a task
+    or context cannot leave its cache before its file is current), so the queue
+    is bounded: with ``backlog`` set, :meth:`room` (awaited before a new task or
+    context is written) waits while that many documents are queued and not yet
+    being written. New work then goes at the disk's pace instead of piling up.
     """
 
-    def __init__(self, linger: float = 0.05) -> None:
+    def __init__(self, linger: float = 0.05, backlog: int = 0) -> None:
         self._linger = linger
+        self.backlog = backlog  # queued documents at which room() waits (0: no limit)
+        self._room: list[asyncio.Future[None]] = []
         self.metrics: Any = None  # iac_code.metrics.Metrics when metrics are on (batch write latency)
         self._pending: dict[tuple[JsonDirectory, str], Producer] = {}
         self._inflight: dict[tuple[JsonDirectory, str], Producer] = {}
@@ -241,6 +249,26 @@ class SnapshotWriter:
         slot = (directory, key)
         return slot in self._pending or slot in self._inflight
 
+    @property
+    def queued(self) -> int:
+        """Documents scheduled and not yet written (queued plus the batch being written)."""
+        return len(self._pending) + len(self._inflight)
+
+    @property
+    def waiting(self) -> int:
+        """Callers of :meth:`room` waiting for the queue to shrink."""
+        return sum(not future.done() for future in self._room)
+
+    async def room(self) -> None:
+        """Wait while ``backlog`` documents are queued and not yet being written (backpressure)."""
+        while self.backlog and len(self._pending) >= self.backlog:
+            if self._task is None or self._task.done():  # a batch that failed ended the writer: start it again
+                self._wake.set()
+                self._task = spawn(self._run(), name="snapshot-writer")
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._room.append(future)
+            await future
+
     def _schedule(self, slot: tuple[JsonDirectory, str], produce: Producer) -> None:
         self._pending[slot] = produce
         self._scheduled += 1
@@ -258,6 +286,7 @@ class SnapshotWriter:
             generation = self._scheduled
             self._inflight, self._pending = self._pending, {}
             written = list(self._inflight)
+            self._make_room()
             try:
                 if self._inflight:
                     started = time.perf_counter()
@@ -272,6 +301,12 @@ class SnapshotWriter:
                 callback(written)
             if not self._pending:
                 self._idle.set()
+
+    def _make_room(self) -> None:
+        waiting, self._room = self._room, []
+        for future in waiting:
+            if not future.done():
+                future.set_result(None)
 
     def _release_barriers(self) -> None:
         waiting = []

@@ -188,6 +188,8 @@ class KernelTaskStore(TaskStore):
         stored task is still at that version, as a2a-sdk's ``VersionedTaskStore`` does.
         """
         owner = resolve_user_scope(context)
+        if self._writer is not None and self._cached((owner, task.id)) is None:
+            await self._writer.room()  # a task not in memory yet: wait while too many snapshots are queued
         if prev_version is not None:
             # The writer read the task (so it is cached) or is creating it: no look-up on disk.
             cached = self._cached((owner, task.id))
