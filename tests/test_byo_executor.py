@@ -76,7 +76,7 @@ def test_bad_executor_reference(reference: str, fragment: str) -> None:
 
 
 def test_unknown_runtime() -> None:
-    with pytest.raises(StartupError, match="Agent runtime 'nope' is not installed"):
+    with pytest.raises(StartupError, match="Unknown agent runtime 'nope'"):
         make_kernel({"agent-runtime": "nope"})
 
 

@@ -256,5 +256,5 @@ def test_without_the_offline_runtime_the_error_names_the_extra() -> None:
 def test_a_state_backend_failing_to_start_is_a_startup_error() -> None:
     with pytest.raises(StartupError, match="test-state has no backend"):
         make_kernel({"task-store": "test-state"}, extra_plugins={"every-hook": EveryHookPlugin()})
-    with pytest.raises(StartupError, match=r"Task store 'nosuch' is not installed \(installed: local, redis"):
+    with pytest.raises(StartupError, match=r"Unknown task store 'nosuch' \(installed: local, redis"):
         make_kernel({"task-store": "nosuch"})

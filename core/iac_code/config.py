@@ -378,6 +378,37 @@ def normalise_keys(value: Any) -> Any:
     return value
 
 
+# What PyYAML's context says about where the problem began: the bracket or quote that is still open.
+_OPENED = {"while parsing a flow sequence": "'['", "while parsing a flow mapping": "'{'",
+           "while scanning a quoted scalar": "quoted string"}
+
+
+def _at(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong with a YAML text and where, from PyYAML's marks.
+
+    The problem mark is where the parser gave up; the context mark, when there is one,
+    is where the construct it was reading began, which for an unclosed bracket or quote
+    is the line to fix: both are named.
+    """
+    problem = str(getattr(exc, "problem", "") or "").strip() or type(exc).__name__
+    mark = getattr(exc, "problem_mark", None)
+    text = f"{problem} on {_at(mark)}" if mark is not None else problem
+    context = str(getattr(exc, "context", "") or "").strip()
+    started = getattr(exc, "context_mark", None)
+    if context in _OPENED and started is not None:
+        closing = {"'['": "']'", "'{'": "'}'"}.get(_OPENED[context], "closing quote")
+        return f"in the {_OPENED[context]} opened on {_at(started)}: {text} (is a {closing} missing?)"
+    if "'\\t'" in problem:  # PyYAML names a tab as '\t'
+        text += " (indent with spaces: YAML does not allow tabs there)"
+    if context and started is not None and (mark is None or started.line != mark.line):
+        text += f" ({context} started on {_at(started)})"
+    return text
+
+
 def read_config_file(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     """Read and normalise a YAML configuration file (``{}`` when ``path`` is empty)."""
     if not path:
@@ -389,9 +420,7 @@ def read_config_file(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise StartupError(f"Config file {path} is not valid YAML{where}.") from None
+        raise StartupError(f"Config file {path} is not valid YAML: {yaml_problem(exc)}.") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

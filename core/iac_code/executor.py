@@ -102,7 +102,12 @@ class RuntimeExecutor(AgentExecutor):
             turn_input: TurnInput | None = state.get(INPUT_STATE_KEY)
             t = translator(turn_input.language if turn_input is not None else None)
             if turn_input is not None and turn_input.error:
-                await updater.failed(agent_message(task_id, context_id, "4", t(turn_input.error)))
+                failure = agent_message(task_id, context_id, "4", t(turn_input.error))
+                if turn_input.error_detail:
+                    failure.parts.append(Part(text=t(turn_input.error_detail)))
+                await updater.update_status(
+                    TaskState.TASK_STATE_FAILED, failure,
+                    metadata={"iac_code": {"error": dict(turn_input.error_info)}} if turn_input.error_info else None)
                 return
             if turn_input is None or reserved is None or (
                     not turn_input.decoded.prompt.strip() and not turn_input.decoded.manifest):

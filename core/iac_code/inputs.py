@@ -102,7 +102,9 @@ class TurnInput:
     """Everything the kernel read from one message before the turn runs.
 
     ``error`` is set when the turn must fail instead of running (e.g. an
-    invalid workspace); its text is safe to show the caller.
+    invalid workspace); its text is safe to show the caller. ``error_detail``
+    (a catalog id) explains it in a second text part, and ``error_info`` is the
+    failed status's ``metadata.iac_code.error`` (``code``, ``reason``).
     """
 
     decoded: DecodedInput = DecodedInput(prompt="")
@@ -111,6 +113,8 @@ class TurnInput:
     channel: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+    error_detail: str | None = None
+    error_info: Mapping[str, str] = field(default_factory=dict)
 
 
 # Per-turn secrets a client may put in ``metadata.iac_code``: the runtime gets them, the task never stores them.

@@ -28,7 +28,7 @@ from iac_code.errors import StartupError
 from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
-from iac_code.plugins import Plugins, install_hint
+from iac_code.plugins import KNOWN_RUNTIMES, KNOWN_TASK_STORES, Plugins, not_available
 from iac_code.push_sender import QueueingPushSender
 from iac_code.push_service import PushService
 from iac_code.push_urls import PushUrlGuard
@@ -140,9 +140,7 @@ class Kernel:
             return None
         backends = self.plugins.state_backends()
         if name not in backends:
-            known = ", ".join(["local", *sorted(backends)])
-            raise StartupError(f"Task store {name!r} is not installed (installed: {known}). "
-                               f"Install with: {install_hint(name)}")
+            raise StartupError(not_available("Task store", name, ["local", *backends], KNOWN_TASK_STORES))
         return backends[name].record.create(self)
 
     def _card_signer(self) -> Any:
@@ -209,9 +207,7 @@ class Kernel:
         runtimes = self.plugins.agent_runtimes()
         name = self.config.agent_runtime.strip().lower().replace("_", "-")
         if name not in runtimes:
-            known = ", ".join(sorted(runtimes)) or "none"
-            raise StartupError(f"Agent runtime {name!r} is not installed (installed: {known}). "
-                               f"Install with: {install_hint(name)}")
+            raise StartupError(not_available("Agent runtime", name, runtimes, KNOWN_RUNTIMES))
         spec = runtimes[name].record
         if spec.create_executor is not None:
             executor = spec.create_executor(self)

@@ -18,6 +18,14 @@ def N_(message: str) -> str:
 # ---------------------------------------------------------------- turn outcomes
 EMPTY_INPUT = N_("A2A server currently accepts text input only.")
 INVALID_WORKSPACE = N_("Invalid A2A workspace metadata.")
+# Why the workspace was refused (a second text part beside INVALID_WORKSPACE; never a path).
+WORKSPACE_NOT_ABSOLUTE = N_("The workspace (metadata.iac_code.cwd) must be an absolute path.")
+WORKSPACE_OUTSIDE_ROOTS = N_(
+    "The workspace is outside the directories this server accepts as workspaces. "
+    "Send a directory inside them, or no cwd to work in the server's own directory.")
+WORKSPACE_MISSING = N_("The workspace directory does not exist on the server.")
+WORKSPACE_NOT_DIRECTORY = N_("The workspace is not a directory on the server.")
+WORKSPACE_SERVER_STATE = N_("The workspace is inside the server's own state or configuration directories.")
 TASK_CANCELED = N_("Task canceled.")
 INTERNAL_FAILURE = N_("The agent runtime failed unexpectedly. The error was logged on the server.")
 AUTH_REQUIRED = N_("Authentication required. Configure credentials and retry.")

@@ -9,9 +9,10 @@ install is reported by name and the rest keep working.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -60,10 +61,40 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
 }
 
 
+# Every name (and alias) of the first-party transports, with the extra that installs each.
+KNOWN_TRANSPORTS: dict[str, str] = {
+    **dict.fromkeys(("http", "jsonrpc", "json-rpc", "http+jsonrpc", "http-jsonrpc", "https", "websocket", "ws",
+                     "wss", "unix", "stdio"), "a2a"),
+    **dict.fromkeys(("grpc", "grpcs", "grpc-jsonrpc", "grpc+jsonrpc"), "a2a-grpc"),
+    **dict.fromkeys(("redis-streams", "redis", "redis-stream"), "a2a-redis"),
+}
+KNOWN_RUNTIMES: dict[str, str] = {"offline": "a2a", "llm": "a2a-llm"}
+KNOWN_TASK_STORES: dict[str, str] = {"local": "a2a", "redis": "a2a-redis"}
+
+
 def install_hint(component: str) -> str:
     """The pip command that brings the plugin providing ``component``."""
     extra = EXTRA_FOR_PLUGIN.get(normalise_name(component), "all")
     return f"pip install 'iac-code[{extra}]'"
+
+
+def not_available(kind: str, name: str, installed: Iterable[str], known: Mapping[str, str]) -> str:
+    """Why component ``name`` of ``kind`` (``Transport``, ``Agent runtime``, ...) cannot be used, in one line.
+
+    A first-party name that is not installed gets the extra that brings it; any other name
+    is a typo or a third-party plugin: the closest installed or first-party name is offered
+    (``did you mean 'websocket'?``), never an install command that would change nothing.
+    """
+    key = normalise_name(name)
+    names = sorted(set(installed))
+    listed = ", ".join(names) or "none"
+    if key in known:
+        return f"{kind} {key!r} is not installed (installed: {listed}). Install with: pip install " \
+               f"'iac-code[{known[key]}]'"
+    close = difflib.get_close_matches(key, sorted(set(names) | set(known)), n=1, cutoff=0.6)
+    if close:
+        return f"Unknown {kind.lower()} {key!r}: did you mean {close[0]!r}? (installed: {listed})"
+    return f"Unknown {kind.lower()} {key!r} (installed: {listed}); a third-party one needs its plugin installed."
 
 
 @dataclass
@@ -255,10 +286,8 @@ class Plugins:
                 f"Plugin {broken.name!r} ({broken.distribution} {broken.version}) needed for transport "
                 f"{key!r} failed to load: {broken.reason}. Reinstall with: {install_hint(key)}"
             )
-        known = ", ".join(sorted({p.record.name for p in table.values()})) or "none"
-        raise StartupError(
-            f"Transport {key!r} is not installed (installed: {known}). Install with: {install_hint(key)}"
-        )
+        raise StartupError(not_available("Transport", key, {p.record.name for p in table.values()},
+                                         KNOWN_TRANSPORTS))
 
     def state_backends(self) -> dict[str, Provided[StateBackendSpec]]:
         return self._by_name("iac_code_state_backends", StateBackendSpec, "State backend", lambda b: (b.name,))

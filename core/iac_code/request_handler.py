@@ -173,7 +173,9 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         try:
             cwd = resolve_workspace(metadata.get("cwd"))
         except WorkspaceError as exc:
-            return TurnInput(metadata=metadata, language=language, channel=channel, error=str(exc))
+            return TurnInput(metadata=metadata, language=language, channel=channel, error=str(exc),
+                             error_detail=exc.explanation,
+                             error_info={"code": "invalid_workspace", "reason": exc.reason})
         raw_parts = raw_message.get("parts") if raw_message is not None else None
         decoded = self._decoder.decode(message, cwd, raw_parts if isinstance(raw_parts, list) else None)
         return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel)

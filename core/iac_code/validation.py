@@ -82,15 +82,13 @@ def _transports(config: Any, plugins: Plugins, problems: list[str]) -> list[str]
 
 
 def _components(config: Any, plugins: Plugins, problems: list[str]) -> None:
-    from iac_code.plugins import install_hint
+    from iac_code.plugins import KNOWN_RUNTIMES, KNOWN_TASK_STORES, not_available
 
     store = config.task_store.strip().lower().replace("_", "-")
     if store != "local":
         backends = plugins.state_backends()
         if store not in backends:
-            known = ", ".join(["local", *sorted(backends)])
-            problems.append(f"Task store {store!r} is not installed (installed: {known}). "
-                            f"Install with: {install_hint(store)}")
+            problems.append(not_available("Task store", store, ["local", *backends], KNOWN_TASK_STORES))
     if config.agent_executor:
         if not _EXECUTOR_REFERENCE.fullmatch(config.agent_executor):
             problems.append(f"agent-executor must look like 'package.module:attr', got {config.agent_executor!r}")
@@ -98,9 +96,7 @@ def _components(config: Any, plugins: Plugins, problems: list[str]) -> None:
         runtimes = plugins.agent_runtimes()
         runtime = config.agent_runtime.strip().lower().replace("_", "-")
         if runtime not in runtimes:
-            known = ", ".join(sorted(runtimes)) or "none"
-            problems.append(f"Agent runtime {runtime!r} is not installed (installed: {known}). "
-                            f"Install with: {install_hint(runtime)}")
+            problems.append(not_available("Agent runtime", runtime, runtimes, KNOWN_RUNTIMES))
     signer = config.effective_card_signer
     if signer and signer not in plugins.card_signers():
         hint = " Install iac-code[a2a-signing]." if signer == "jwks" else ""

@@ -29,6 +29,7 @@ from typing import Any
 
 from iac_code.artifacts import safe_file_name
 from iac_code.config import ServerConfig, default_config_dir
+from iac_code import messages as m
 from iac_code.messages import INVALID_WORKSPACE  # the catalog id doubles as the English text
 from iac_code.records import DecodeContext
 
@@ -37,11 +38,32 @@ logger = logging.getLogger(__name__)
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
 
-class WorkspaceError(ValueError):
-    """The requested workspace is not acceptable; the message is safe to show."""
+# Why a workspace was refused: ``metadata.iac_code.error.reason`` of the failed task, and the
+# catalog text that explains it to a person. Neither ever names a path or the allowed roots.
+WORKSPACE_REASONS: dict[str, str] = {
+    "not_absolute": m.WORKSPACE_NOT_ABSOLUTE,
+    "outside_allowed_roots": m.WORKSPACE_OUTSIDE_ROOTS,
+    "does_not_exist": m.WORKSPACE_MISSING,
+    "not_a_directory": m.WORKSPACE_NOT_DIRECTORY,
+    "server_directory": m.WORKSPACE_SERVER_STATE,
+}
 
-    def __init__(self) -> None:
+
+class WorkspaceError(ValueError):
+    """The requested workspace is not acceptable; the message is safe to show.
+
+    ``reason`` is one of :data:`WORKSPACE_REASONS`: it tells the caller what to change
+    without echoing the path or the server's allowed roots.
+    """
+
+    def __init__(self, reason: str) -> None:
         super().__init__(INVALID_WORKSPACE)
+        self.reason = reason
+
+    @property
+    def explanation(self) -> str:
+        """The catalog id of the text that explains :attr:`reason`."""
+        return WORKSPACE_REASONS[self.reason]
 
 
 def allowed_roots() -> tuple[str, ...]:
@@ -220,13 +242,13 @@ def resolve_workspace(value: Any) -> str:
         resolved = os.path.realpath(os.getcwd())
     else:
         if not value or "\x00" in value or not os.path.isabs(value):
-            raise WorkspaceError
+            raise WorkspaceError("not_absolute")
         resolved = os.path.realpath(value)
         trusted = os.environ.get("IAC_CODE_A2A_TRUST_REQUEST_CWD", "").strip().lower() in TRUTHY
         if not trusted and not inside_allowed_roots(resolved):
-            raise WorkspaceError
+            raise WorkspaceError("outside_allowed_roots")
         if not os.path.isdir(resolved):
-            raise WorkspaceError
+            raise WorkspaceError("not_a_directory" if os.path.lexists(resolved) else "does_not_exist")
     if is_protected_workspace(resolved):
-        raise WorkspaceError
+        raise WorkspaceError("server_directory")
     return resolved

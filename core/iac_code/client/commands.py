@@ -137,6 +137,7 @@ class _Run:
         self.view = view
         self.runner = runner
         self.connector: Any = None  # set when the agent is opened
+        self.url = ""  # the agent's URL, once it is known: an unreachable agent is named by it
 
     def context(self, unary: bool = True) -> Any:
         """A call context with the credentials (every binding carries them) and, for unary calls, the timeout."""
@@ -152,7 +153,7 @@ class _Run:
         except KeyboardInterrupt:
             raise
         except Exception as exc:
-            raise classify(exc) from None
+            raise classify(exc, url=self.url) from None
 
     @property
     def json(self) -> bool:
@@ -216,6 +217,7 @@ def _connector(r: _Run) -> Any:
 
 
 async def _open(r: _Run, url: str, streaming: bool = True) -> Any:
+    r.url = url
     r.connector = _connector(r)
     return await r.connector.open(url, streaming=streaming)
 
@@ -247,6 +249,8 @@ def _unary(r: _Run, call: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
 @click.option("--route-state-dir", default="", help="Read routes saved by route-preview --save-routes.")
 @click.option("--prompt", "-p", default="", help="The prompt to send.")
 @click.option("--cwd", default=".", help="Workspace directory on the agent (default: this directory).")
+@click.option("--no-cwd", is_flag=True, default=False,
+              help="Send no workspace: the agent works in its own directory.")
 @click.option("--context-id", default="", help="Continue this context.")
 @click.option("--task-id", default="", help="The task to continue (or, with --answer, the paused task).")
 @click.option("--answer", type=click.Choice(["allow_once", "deny"]), default=None,
@@ -271,25 +275,31 @@ def call(r: _Run) -> int:
     if answer and not s.text("task_id"):
         raise ClientError("task-id is required with --answer. Provide --task-id or task-id in --config.",
                           ExitCode.USAGE)
+    if s.given("no_cwd") and s.given("cwd"):
+        raise ClientError("--cwd and --no-cwd exclude each other.", ExitCode.USAGE)
     url = s.text("url") or _route_url(s, prompt)
     stream = bool(s.flag("stream"))
     interactive = not r.json and sys.stdin.isatty() and sys.stdout.isatty()
     agent = r.run(_open(r, url, streaming=stream))
+    metadata = _turn_metadata(s)
     session = CallSession(runner=r.runner, agent=agent, view=r.view, interactive=interactive,
                           headers=r.connector.auth.headers(), timeout=s.number("timeout", 30.0),
+                          url=url, cwd=metadata.get("cwd"),
                           ask=_ask_permission(r.view) if interactive else None,
                           confirm=_confirm(r.view) if interactive else None)
     try:
         if answer:
             return session.answer(s.text("task_id"), s.text("context_id"), answer)
-        return session.run(message_request(prompt, metadata=_turn_metadata(s), context_id=s.text("context_id"),
+        return session.run(message_request(prompt, metadata=metadata, context_id=s.text("context_id"),
                                            task_id=s.text("task_id")))
     finally:
         r.runner.run(agent.aclose())
 
 
 def _turn_metadata(s: Settings) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"cwd": _cwd(s.text("cwd", "."))}
+    """``metadata.iac_code`` of the turn: the workspace (none with ``--no-cwd``), model, key, language, thinking."""
+    no_cwd = bool(s.flag("no_cwd")) and not (s.given("cwd") and not s.given("no_cwd"))  # the command line wins
+    metadata: dict[str, Any] = {} if no_cwd else {"cwd": _cwd(s.text("cwd", "."))}
     for key in ("iac_code_model", "iac_code_api_key"):
         if s.text(key):
             metadata[key] = s.text(key)

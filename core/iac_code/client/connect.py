@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from google.protobuf.json_format import ParseError
 
 from iac_code.card_verify import CardVerificationResult, CardVerifier
 from iac_code.client.channel_transport import producer
-from iac_code.client.errors import ClientError, ExitCode, classify
+from iac_code.client.errors import ClientError, ExitCode, classify, shown_url
 from iac_code.plugins import Plugins
 from iac_code.records import TransportSpec, normalise_name
 
@@ -122,7 +123,13 @@ class Connector:
                 if spec.connect is None:
                     break
                 return spec.name
-        raise ClientError(f"Unknown or non-executable binding '{self.binding}'. Executable: "
+        names = set(SDK_BINDINGS)
+        for provided in self.plugins.transports().values():
+            if provided.record.connect is not None:
+                names.update((provided.record.name, *provided.record.aliases))
+        close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+        guess = f" Did you mean '{close[0]}'?" if close else ""
+        raise ClientError(f"Unknown or non-executable binding '{self.binding}'.{guess} Executable: "
                           f"{', '.join(self._executable())}.", ExitCode.NO_INTERFACE)
 
     def _factory(self, http: httpx.AsyncClient, streaming: bool, bindings: list[str]) -> ClientFactory:
@@ -152,6 +159,7 @@ class Connector:
 
     async def fetch_card(self, url: str, http: httpx.AsyncClient | None = None) -> tuple[dict[str, Any], str]:
         """The card JSON served for ``url`` and the address it came from."""
+        require_scheme(url)
         owned = http is None
         http = http or self._http()
         try:
@@ -160,11 +168,11 @@ class Connector:
                 try:
                     response = await http.get(candidate, headers={"Accept": "application/json"})
                 except Exception as exc:
-                    raise classify(exc) from None
+                    raise classify(exc, url=url) from None
                 if response.status_code in (401, 403):
                     raise classify(httpx.HTTPStatusError("", request=response.request, response=response))
                 if response.status_code == 404:
-                    last = ClientError(f"No Agent Card at {_clean(candidate)} (HTTP 404).", ExitCode.INVALID_CARD)
+                    last = ClientError(f"No Agent Card at {shown_url(candidate)} (HTTP 404).", ExitCode.INVALID_CARD)
                     continue
                 if response.status_code >= 400:
                     raise ClientError(f"Fetching the Agent Card failed: HTTP {response.status_code}.",
@@ -207,6 +215,7 @@ class Connector:
         """A client for the agent at ``url`` (an HTTP base/endpoint URL, or a custom transport's URL)."""
         if not url:
             raise ClientError("url is required. Provide --url or url in --config.")
+        require_scheme(url)
         scheme = urlsplit(url).scheme.lower()
         wanted = self._wanted()
         http = self._http()
@@ -268,6 +277,14 @@ def _streaming(card: AgentCard) -> AgentCard:
     return card
 
 
+def require_scheme(url: str) -> None:
+    """A URL without ``scheme://`` (``localhost:41242``) is named as such, with the URL it probably meant."""
+    if "://" not in url:
+        shown = shown_url(f"http://{url}").removeprefix("http://")
+        raise ClientError(f"The URL {shown!r} has no scheme: write it as http://{shown} "
+                          "(or https://, grpc://, ws://, unix://, ...).")
+
+
 def _card_urls(url: str) -> list[str]:
     base = url.rstrip("/")
     parts = urlsplit(url)
@@ -276,11 +293,6 @@ def _card_urls(url: str) -> list[str]:
     if parts.path.strip("/") and f"{origin}{AGENT_CARD_WELL_KNOWN_PATH}" not in urls:
         urls.append(f"{origin}{AGENT_CARD_WELL_KNOWN_PATH}")
     return urls
-
-
-def _clean(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", "")) if parts.username else url
 
 
 def _replace_wildcard_hosts(card: AgentCard, discovered: str) -> None:

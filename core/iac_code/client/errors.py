@@ -14,6 +14,8 @@ import httpx
 from a2a.client.errors import A2AClientError, A2AClientTimeoutError
 from a2a.utils.errors import A2AError
 
+from iac_code.url_credentials import mask_url, url_secrets
+
 
 class ExitCode(enum.IntEnum):
     """The documented exit codes of ``iac-code a2a-client``."""
@@ -70,10 +72,19 @@ def _cause_status(exc: BaseException) -> int | None:
     return None
 
 
-def classify(exc: BaseException) -> ClientError:
-    """Turn an exception from a2a-sdk's client (or a channel) into a :class:`ClientError`."""
+def shown_url(url: str) -> str:
+    """``url`` as messages may show it: any credential in it (user info, ``?token=``) as ``***``."""
+    return mask_url(url) if url_secrets(url) else url
+
+
+def classify(exc: BaseException, url: str = "") -> ClientError:
+    """Turn an exception from a2a-sdk's client (or a channel) into a :class:`ClientError`.
+
+    ``url`` is the agent the call went to: an unreachable agent is named by it.
+    """
     if isinstance(exc, ClientError):
         return exc
+    at = f" at {shown_url(url)}" if url else ""
     if isinstance(exc, A2AClientTimeoutError | TimeoutError | httpx.TimeoutException):
         return ClientError("The remote agent did not answer in time.", ExitCode.TIMEOUT)
     if isinstance(exc, A2AError) and not isinstance(exc, A2AClientError):
@@ -89,9 +100,10 @@ def classify(exc: BaseException) -> ClientError:
         return ClientError(f"The agent answered with JSON-RPC error {match.group(1)}: {match.group(2)}",
                            ExitCode.AGENT_ERROR)
     if status is not None:
-        return ClientError(f"The agent answered HTTP {status}.", ExitCode.UNREACHABLE)
+        return ClientError(f"The agent{at} answered HTTP {status}.", ExitCode.UNREACHABLE)
     if isinstance(exc, A2AClientError | OSError | ConnectionError | httpx.RequestError):
-        return ClientError(f"Cannot reach the agent: {_short(text) or type(exc).__name__}", ExitCode.UNREACHABLE)
+        return ClientError(f"Cannot reach the agent{at}: {_short(text) or type(exc).__name__}",
+                           ExitCode.UNREACHABLE)
     return ClientError(f"{type(exc).__name__}: {_short(text)}", ExitCode.ERROR)
 
 

@@ -82,8 +82,12 @@ def parts_text(parts: Any) -> str:
 
 
 def status_text(obj: dict[str, Any]) -> str:
+    """The text of a status message; its text parts one after the other, a space apart (a failure and its reason)."""
     message = obj.get("status", {}).get("message")
-    return parts_text(message.get("parts")) if isinstance(message, dict) else ""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return ""
+    return " ".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"])
 
 
 def permission_request(event_or_task: dict[str, Any]) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from iac_code.errors import StartupError
 
 # Every key a client config may hold (one flat namespace shared by the subcommands).
 CONFIG_KEYS = frozenset({
-    "url", "routes", "route", "route_name", "router", "route_state_dir", "cwd", "context_id", "iac_code_model",
+    "url", "routes", "route", "route_name", "router", "route_state_dir", "cwd", "no_cwd", "context_id", "iac_code_model",
     "iac_code_api_key", "thinking_enabled", "thinking_effort", "thinking_budget", "timeout", "stream", "token",
     "basic_username", "basic_password", "api_key", "api_key_header", "verify_card_secret", "verify_card_jwks_url",
     "require_card_signature", "task_id", "history_length", "status", "page_size", "page_token",

@@ -27,6 +27,14 @@ from iac_code.client.errors import ClientError, ExitCode, classify
 from iac_code.client.view import View
 
 DECISIONS = ("allow_once", "deny")
+# metadata.iac_code.error.reason of a refused workspace, as the client's hint says it.
+WORKSPACE_REASONS = {
+    "not_absolute": "not an absolute path",
+    "outside_allowed_roots": "outside the directories the agent accepts as workspaces",
+    "does_not_exist": "no such directory on the agent's machine",
+    "not_a_directory": "not a directory on the agent's machine",
+    "server_directory": "inside the agent's own state directories",
+}
 
 
 def message_request(prompt: str, *, metadata: Mapping[str, Any] | None = None, context_id: str = "",
@@ -68,12 +76,15 @@ class CallSession:
     interactive: bool
     headers: Mapping[str, str]
     timeout: float | None
+    url: str = ""  # the agent's URL, as the user gave it (named in hints and errors)
+    cwd: str | None = None  # the workspace sent as metadata.iac_code.cwd (None: none sent)
     ask: Callable[[dict[str, Any]], str] | None = None  # interactive permission question → decision
     confirm: Callable[[str], bool] | None = None  # interactive yes/no question
     task_id: str = ""
     context_id: str = ""
     state: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] = field(default_factory=dict)  # metadata.iac_code.error of the last failure
 
     def _context(self, unary: bool) -> ClientCallContext:
         return ClientCallContext(service_parameters=dict(self.headers), timeout=self.timeout if unary else None)
@@ -94,6 +105,9 @@ class CallSession:
                 usage = ev.iac_metadata(obj).get("usage")
                 if isinstance(usage, dict):
                     self.usage = usage
+                error = ev.iac_metadata(obj).get("error")
+                if isinstance(error, dict):
+                    self.error = error
                 envelope = ev.permission_request(event)
                 phase.envelope = envelope if self.state == "input-required" else None
                 self.view.event(event)
@@ -109,7 +123,7 @@ class CallSession:
         except KeyboardInterrupt:
             phase.interrupted = True
         except Exception as exc:
-            raise classify(exc) from None
+            raise classify(exc, url=self.url) from None
         return phase
 
     def _send(self, request: SendMessageRequest) -> _Phase:
@@ -131,7 +145,7 @@ class CallSession:
             task = ev.as_json(self.runner.run(self.agent.client.get_task(GetTaskRequest(id=task_id),
                                                                          context=self._context(True))))
         except Exception as exc:
-            raise classify(exc) from None
+            raise classify(exc, url=self.url) from None
         envelope = ev.permission_request(task)
         if envelope is None or ev.friendly_state(task.get("status", {}).get("state", "")) != "input-required":
             raise ClientError(f"Task {task_id} is not waiting for a permission answer.")
@@ -149,7 +163,7 @@ class CallSession:
                 phase = resumed
                 continue
             if phase.envelope is not None:
-                self.view.permission(phase.envelope, interactive=self.interactive)
+                self.view.permission(phase.envelope, interactive=self.interactive, url=self.url)
                 if not self.interactive or self.ask is None:
                     return ExitCode.INPUT_REQUIRED
                 try:
@@ -162,8 +176,21 @@ class CallSession:
             self.view.finish({"state": self.state, "taskId": self.task_id, "contextId": self.context_id,
                               "usage": self.usage})
             if self.state in ("failed", "rejected", "canceled", "auth-required"):
+                if self.state == "failed" and self.error.get("code") == "invalid_workspace":
+                    self.view.error(self._workspace_hint(), ExitCode.TASK_FAILED)
                 return ExitCode.TASK_FAILED
             return ExitCode.OK
+
+    def _workspace_hint(self) -> str:
+        """The agent refused the workspace: which one this client sent, why, and how to choose another."""
+        code = str(self.error.get("reason", ""))
+        why = WORKSPACE_REASONS.get(code, code or "no reason given")
+        if self.cwd is None:
+            return (f"The agent refused its own directory as the workspace ({why}): choose one with "
+                    "--cwd <dir> (a directory on the agent's machine).")
+        return (f"The agent refused the workspace this client sent, cwd {self.cwd} ({why}): choose another "
+                "with --cwd <dir> (a directory on the agent's machine), or send none with --no-cwd (the agent "
+                "then works in its own directory).")
 
     def _interrupted(self) -> _Phase | None:
         """Ctrl-C: cancel the remote task (asking first at a terminal); a phase when the person says no."""

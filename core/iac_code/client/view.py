@@ -9,6 +9,7 @@ result. Both read the JSON form of the events (:mod:`iac_code.client.events`).
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any, TextIO
 from urllib.parse import unquote, urlsplit
@@ -18,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from iac_code.client import events as ev
+from iac_code.client.errors import shown_url
 
 
 def dumps(value: Any, *, indent: int | None = 2) -> str:
@@ -34,7 +36,7 @@ class View:
 
     def result(self, value: Any) -> None: ...
 
-    def permission(self, envelope: dict[str, Any], *, interactive: bool) -> None: ...
+    def permission(self, envelope: dict[str, Any], *, interactive: bool, url: str = "") -> None: ...
 
     def finish(self, summary: dict[str, Any]) -> None: ...
 
@@ -65,7 +67,7 @@ class JsonView(View):
         self._out.write(dumps(value) + "\n")
         self._out.flush()
 
-    def permission(self, envelope: dict[str, Any], *, interactive: bool) -> None:
+    def permission(self, envelope: dict[str, Any], *, interactive: bool, url: str = "") -> None:
         if not interactive:
             self._line({"permissionRequest": envelope})
 
@@ -188,7 +190,7 @@ class TextView(View):
             self._say(f"[cyan]artifact[/cyan] {escape(str(name))} · {ev.human_size(meta.get('byteSize'))} · "
                       f"{escape(path)}")
 
-    def permission(self, envelope: dict[str, Any], *, interactive: bool) -> None:
+    def permission(self, envelope: dict[str, Any], *, interactive: bool, url: str = "") -> None:
         self._stop_spin()
         self._end_line()
         title = envelope.get("title") or envelope.get("toolName") or "permission"
@@ -199,10 +201,10 @@ class TextView(View):
         if envelope.get("safeSummary"):
             self.console.print(f"  [dim]{escape(str(envelope['safeSummary']))}[/dim]")
         if not interactive:
-            self.console.print(
-                "Answer it with: iac-code a2a-client call --url <url> --answer allow_once|deny "
-                f"--task-id {envelope.get('requestTaskId', '')} --context-id {envelope.get('contextId', '')}",
-                markup=False)
+            target = shlex.quote(shown_url(url)) if url else "<url>"
+            task, context = (shlex.quote(str(envelope.get(k, ""))) for k in ("requestTaskId", "contextId"))
+            self.console.print(f"Answer it with: iac-code a2a-client call --url {target} --answer allow_once|deny "
+                               f"--task-id {task} --context-id {context}", markup=False)
 
     def finish(self, summary: dict[str, Any]) -> None:
         self._stop_spin()

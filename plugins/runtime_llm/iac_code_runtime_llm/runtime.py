@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from iac_code_runtime_llm.provider import Endpoint, ProviderError, stream_chat
 
 if TYPE_CHECKING:
     from iac_code.kernel import Kernel
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "qwen-plus"
 BACKOFF_CAP = 8.0
@@ -170,7 +173,16 @@ class LlmRuntime:
                             context_tokens=c.llm_context_tokens, max_retries=c.llm_max_retries,
                             retry_backoff=c.llm_retry_backoff)
         tools = {p.record.name: (p.record, p.record.create(kernel)) for p in kernel.plugins.tools().values()}
-        return cls(settings, tools)
+        runtime = cls(settings, tools)
+        if not runtime.configured_key():
+            logger.warning("agent-runtime: llm has no API key (set llm-api-key or IAC_CODE_API_KEY; a local model "
+                           "server takes any value): every turn fails with 'Authentication required' unless its "
+                           "message brings a key in metadata.iac_code.iac_code_api_key")
+        return runtime
+
+    def configured_key(self) -> str:
+        """The server's own API key (``llm-api-key``, else ``IAC_CODE_API_KEY``); '' when there is none."""
+        return self.settings.api_key or self._env.get("IAC_CODE_API_KEY", "").strip()
 
     # ------------------------------------------------------------------ the request
 
@@ -184,7 +196,7 @@ class LlmRuntime:
         chosen = turn.metadata.get("iac_code_api_key")
         if isinstance(chosen, str) and chosen.strip():
             return chosen.strip()
-        return self.settings.api_key or self._env.get("IAC_CODE_API_KEY", "").strip()
+        return self.configured_key()
 
     def _tool_definitions(self) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {
