@@ -35,6 +35,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,27 @@ def _rest_check_send(obj: Any) -> str | None:
     return None if state == "TASK_STATE_COMPLETED" else f"REST SendMessage: {str(obj)[:200]}"
 
 
-async def bench_rest(server: str, port: int, args: argparse.Namespace) -> list[Result]:
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def quiesce(pid: int, bound: float = 30.0) -> float:
+    """Wait (at most ``bound`` s) until the server uses under 5 % of a core, so each scenario starts from a
+    quiet server, not during the background work the previous one left (e.g. snapshot writes); seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < bound:
+        before = _cpu_seconds(pid)
+        await asyncio.sleep(0.5)
+        if _cpu_seconds(pid) - before < 0.025:
+            break
+    return time.perf_counter() - started
+
+
+Quiet = Callable[[], Awaitable[float]] | None
+
+
+async def bench_rest(server: str, port: int, args: argparse.Namespace, quiet: Quiet = None) -> list[Result]:
     task_id = _rest_send(port)
 
     def send_body() -> bytes:
@@ -136,6 +157,8 @@ async def bench_rest(server: str, port: int, args: argparse.Namespace) -> list[R
     ]
     results = []
     for scenario in scenarios:
+        if quiet is not None:
+            await quiet()
         res = await run_scenario(scenario, "127.0.0.1", port, concurrency=args.concurrency,
                                  warmup_s=args.warmup, duration_s=args.duration)
         lat = sorted(res.latencies_s)
@@ -188,7 +211,7 @@ async def _grpc_run(target: str, call: str, make: Any, args: argparse.Namespace)
     return elapsed, latencies, errors
 
 
-async def bench_grpc(server: str, port: int, args: argparse.Namespace) -> list[Result]:
+async def bench_grpc(server: str, port: int, args: argparse.Namespace, quiet: Quiet = None) -> list[Result]:
     import grpc
     from a2a.types import a2a_pb2, a2a_pb2_grpc
     from google.protobuf.json_format import ParseDict
@@ -204,6 +227,8 @@ async def bench_grpc(server: str, port: int, args: argparse.Namespace) -> list[R
     task_id = first.task.id
     results = []
     for call, make in (("SendMessage", send), ("GetTask", lambda: a2a_pb2.GetTaskRequest(id=task_id))):
+        if quiet is not None:
+            await quiet()
         elapsed, latencies, errors = await _grpc_run(target, call, make, args)
         lat = sorted(latencies)
         results.append(Result("GRPC", call, server, len(lat) / elapsed, percentile(lat, 50) * 1e3,
@@ -270,7 +295,7 @@ async def _references(http_port: int, grpc_port: int, server_cpu: int | None, en
     for script, port, bench, server in runs:
         proc = start([sys.executable, str(BENCH_DIR / script), "--port", str(port)], [port], server_cpu, env)
         try:
-            results += await bench(server, port, args)
+            results += await bench(server, port, args, lambda pid=proc.pid: quiesce(pid))
         finally:
             stop(proc)
     return results
@@ -285,7 +310,8 @@ async def _ours(tmp: Path, http_port: int, grpc_port: int, server_cpu: int | Non
     proc = start([iac_code, "a2a", "--port", str(http_port), "--transport", "http", "--transport", "grpc",
                   "--config", str(config)], [http_port, grpc_port], server_cpu, env)
     try:
-        return [*await bench_rest("ours", http_port, args), *await bench_grpc("ours", grpc_port, args)]
+        quiet = lambda: quiesce(proc.pid)  # noqa: E731
+        return [*await bench_rest("ours", http_port, args, quiet), *await bench_grpc("ours", grpc_port, args, quiet)]
     finally:
         stop(proc)
 

@@ -263,3 +263,14 @@ def test_help_lists_options() -> None:
     for option in ("--config", "--host", "--port", "--transport", "--debug", "--log-to-stdout", "--plugins",
                    "--output"):
         assert option in result.output
+
+
+async def test_version_names_the_distribution_it_runs_from() -> None:
+    """The package index has an unrelated ``iac-code``: ``--version`` says which distribution this is and where."""
+    from importlib.metadata import distribution
+
+    code, out, err = await run("--version")
+    assert code == 0, err
+    dist = distribution("iac-code")
+    assert out.startswith(f"iac-code, version {dist.version} (distribution iac-code {dist.version}: ")
+    assert "A2A" in out and str(dist.locate_file("")) in out

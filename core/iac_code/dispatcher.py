@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -149,6 +150,7 @@ def _result(request_id: Any, result: Any) -> Response:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
+@functools.lru_cache(maxsize=64)  # a handful of spellings per deployment; every call checks one
 def _version_compatible(version: str) -> bool:
     """Whether ``version`` (Major.Minor[.Patch]) is the 1.0 this server implements."""
     match = _VERSION.fullmatch(version)

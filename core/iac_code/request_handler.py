@@ -420,6 +420,22 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         await self._settle(task, context)
         return apply_history_length(task, params)
 
+    async def get_task_shared(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
+        """GetTask as the store's own task proto once durable, not a copy (same result as ``on_get_task``;
+        do not mutate it): the gRPC read path, which serialises it at once."""
+        get = getattr(self.task_store, "get_shared", None)
+        if get is None:
+            task = await self.on_get_task(params, context)
+            if task is None:
+                raise TaskNotFoundError
+            return task
+        _require_id(params)
+        validate_history_length(params)
+        task = await get(params.id, context)
+        if task is None:
+            raise TaskNotFoundError
+        return apply_history_length(task, params)
+
     async def get_task_view(self, params: GetTaskRequest, context: ServerCallContext) -> dict[str, Any]:
         """GetTask answered from the store's cached JSON view (same result as ``on_get_task``)."""
         _require_id(params)

@@ -339,6 +339,16 @@ class KernelTaskStore(TaskStore):
             except JournalError:
                 raise InternalError(message=NOT_STORED) from None
 
+    async def get_shared(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task once durable, or ``None``: the store's own proto, not a copy (the gRPC GetTask path
+        serialises it at once). Do not mutate it."""
+        entry = self._entry(resolve_user_scope(context), task_id)
+        if entry is None:
+            return None
+        if self._journal is not None and self._journal.durable < self._journal.last_seq:
+            await self.settle((task_id,), context)  # something is still on its way to disk: maybe this task
+        return entry.task
+
     # ------------------------------------------------------------------ JSON views
 
     async def get_view(self, task_id: str, context: ServerCallContext) -> dict[str, Any] | None:

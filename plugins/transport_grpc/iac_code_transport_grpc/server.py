@@ -35,7 +35,6 @@ from a2a.utils.errors import (
     A2AError,
     InternalError,
     PushNotificationNotSupportedError,
-    TaskNotFoundError,
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
@@ -67,6 +66,7 @@ SPEC_STATUS = {
     PushNotificationNotSupportedError: grpc.StatusCode.UNIMPLEMENTED,
 }
 STOP_GRACE_SECONDS = 1.0
+READERS = 1024  # callers whose GetTask call context is kept (see KernelGrpcHandler._reader)
 UNAUTHENTICATED_TEXT = "Unauthorized"
 STARTING_TEXT = "Server is starting"
 INTERNAL_TEXT = "Internal error"
@@ -189,10 +189,23 @@ class KernelGrpcHandler(GrpcHandler):
         super().__init__(KernelRequestHandlerRef(kernel), AdmittedContextBuilder())  # type: ignore[arg-type]
         self._kernel = kernel
         self._required = frozenset(kernel.config.required_extensions)
+        self._readers: dict[Principal, ServerCallContext] = {}
 
     async def admit(self, method: str, request: Any, context: aio.ServicerContext) -> None:
         """Authenticate and check the protocol metadata; abort the call when refused."""
         _ADMITTED.set(await self.admission(method, request, context))
+
+    def _reader(self, principal: Principal) -> ServerCallContext:
+        """The call context of a GetTask by ``principal``: a read needs only the caller's identity (its owner
+        scope), so one context per principal serves all of them (at most :data:`READERS` kept)."""
+        reader = self._readers.get(principal)
+        if reader is None:
+            if len(self._readers) >= READERS:
+                self._readers.clear()
+            reader = self._readers[principal] = ServerCallContext.model_construct(
+                user=PrincipalUser(principal), state={"method": "GetTask", "transport": "grpc"},
+                requested_extensions=set(), tenant="")
+        return reader
 
     async def admission(self, method: str, request: Any, context: aio.ServicerContext) -> AdmittedCall:
         """What :meth:`admit` learns of a call; aborts the call when it is refused."""
@@ -221,10 +234,7 @@ class KernelGrpcHandler(GrpcHandler):
         with tracing.method_span("GetTask", lambda: read_metadata(context)[0], "grpc"):
             call = await self.admission("GetTask", request, context)
             try:
-                task = await self._kernel.request_handler.on_get_task(request, call_context(call, context))
-                if task is None:
-                    raise TaskNotFoundError
-                return task
+                return await self._kernel.request_handler.get_task_shared(request, self._reader(call.principal))
             except A2AError as error:
                 await self.abort_context(error, context)
             except aio.AbortError:

@@ -336,7 +336,7 @@ async def test_unexpected_errors_are_internal_without_details(monkeypatch: pytes
         code, message, reason = status_of(invalid.value)
         assert code == grpc.StatusCode.INVALID_ARGUMENT and reason == "INVALID_PARAMS" and "Invalid A2A id" in message
 
-        monkeypatch.setattr(server.kernel.request_handler, "on_get_task", boom)
+        monkeypatch.setattr(server.kernel.request_handler, "get_task_shared", boom)
         with caplog.at_level(logging.ERROR), pytest.raises(grpc.aio.AioRpcError) as failed:
             await stub.GetTask(GetTaskRequest(id="t-1"), metadata=V1)
         assert status_of(failed.value) == (grpc.StatusCode.INTERNAL, "Internal error", "INTERNAL_ERROR")
