@@ -77,12 +77,11 @@ async def test_card_advertises_configured_security_schemes() -> None:
     async with start_server(settings) as server, aiohttp.ClientSession() as s:
         async with s.get(server.url + ".well-known/agent-card.json", headers={"Authorization": "Bearer t"}) as r:
             card = await r.json()
-    # Each scheme in its 1.0 shape, with the 0.3 fields beside it (a2a-sdk's agent_card_to_dict, for 0.3 clients).
+    # Each scheme in its 1.0 shape (the default strict card; card-legacy-fields adds the 0.3 fields beside them).
     assert card["securitySchemes"] == {
-        "bearerAuth": {"httpAuthSecurityScheme": {"scheme": "bearer"}, "type": "http", "scheme": "bearer"},
-        "basicAuth": {"httpAuthSecurityScheme": {"scheme": "basic"}, "type": "http", "scheme": "basic"},
-        "apiKeyAuth": {"apiKeySecurityScheme": {"location": "header", "name": "X-Custom-Key"},
-                       "type": "apiKey", "in": "header", "name": "X-Custom-Key"},
+        "bearerAuth": {"httpAuthSecurityScheme": {"scheme": "bearer"}},
+        "basicAuth": {"httpAuthSecurityScheme": {"scheme": "basic"}},
+        "apiKeyAuth": {"apiKeySecurityScheme": {"location": "header", "name": "X-Custom-Key"}},
     }
     assert len(card["securityRequirements"]) == 3
     assert "trusted local environments" not in card["description"]
