@@ -482,39 +482,29 @@ async def amain(args: argparse.Namespace) -> int:
     still_waiting = 0
     with tempfile.TemporaryDirectory(prefix="iac-bench-memory-") as tmp:
         workdir = Path(tmp)
-        if args.tasks:
-            phase = Phase("trivial-agent")
+        finished = (
+            (args.tasks, "trivial-agent", "agent-executor: trivial_agent:TrivialExecutor\n",
+             "phase 1: {n:,} finished tasks (SendMessage, trivial agent, new context each)", "finished tasks, settled",
+             (b'"TASK_STATE_COMPLETED"',)),
+            (args.runtime_tasks, "runtime-hello", "",
+             "phase 2: {n:,} finished turns (SendMessage 'hello', default offline runtime, new context each)",
+             "finished turns, settled", RUNTIME_ENDS),
+        )
+        for total, name, settings, what, settled_label, ends in finished:
+            if not total:
+                continue
+            phase = Phase(name)
             phases.append(phase)
-            state = workdir / "trivial-agent" / "state"
-            config = f"agent-executor: trivial_agent:TrivialExecutor\npersistence-dir: {state}\n"
-            log(f"phase 1: {args.tasks:,} finished tasks (SendMessage, trivial agent, new context each); "
-                f"persistence on in {state}")
+            state = workdir / name / "state"
+            config = f"{settings}persistence-dir: {state}\n"
+            log(f"{what.format(n=total)}; persistence on in {state}")
             try:
-                server = await asyncio.to_thread(start_server, "trivial-agent", config, workdir, cpu=cpu,
+                server = await asyncio.to_thread(start_server, name, config, workdir, cpu=cpu,
                                                  startup_timeout=args.startup_timeout)
                 try:
                     phase.record(server, "start", 0)
-                    await run_tasks(server, phase, args.tasks, args.concurrency)
-                    phase.record(server, "finished tasks, settled", args.tasks, await settled_rss(server))
-                finally:
-                    await asyncio.to_thread(stop_server, server)
-            except ServerFailed as exc:
-                failures.append(str(exc))
-                log(f"!! {exc}")
-        if args.runtime_tasks:
-            phase = Phase("runtime-hello")
-            phases.append(phase)
-            state = workdir / "runtime-hello" / "state"
-            config = f"persistence-dir: {state}\n"
-            log(f"phase 2: {args.runtime_tasks:,} finished turns (SendMessage 'hello', default offline runtime, "
-                f"new context each); persistence on in {state}")
-            try:
-                server = await asyncio.to_thread(start_server, "runtime-hello", config, workdir, cpu=cpu,
-                                                 startup_timeout=args.startup_timeout)
-                try:
-                    phase.record(server, "start", 0)
-                    await run_tasks(server, phase, args.runtime_tasks, args.concurrency, RUNTIME_ENDS)
-                    phase.record(server, "finished turns, settled", args.runtime_tasks, await settled_rss(server))
+                    await run_tasks(server, phase, total, args.concurrency, ends)
+                    phase.record(server, settled_label, total, await settled_rss(server))
                 finally:
                     await asyncio.to_thread(stop_server, server)
             except ServerFailed as exc:

@@ -41,7 +41,7 @@ from tests.frame_fuzz import (
     count_stderr,
     frames,
 )
-from tests.test_transports import IAC_CODE, drop_keys
+from tests.test_transports import IAC_CODE, drop_keys, transport_settings
 
 TRANSPORTS = ("http", "unix", "stdio", "websocket", "grpc-jsonrpc", "redis-streams")
 SEED = 35
@@ -92,14 +92,7 @@ async def fuzz_server(transport: str, tmp: Path) -> AsyncIterator[tuple[Wire, li
                 await process.wait()
             await asyncio.wait_for(drainer, 5)
         return
-    extra: dict[str, Any] = {"transport": [transport]}
-    if transport == "unix":
-        extra["socket-path"] = str(tmp / "a2a.sock")
-    elif transport == "grpc-jsonrpc":
-        extra["grpc-jsonrpc-port"] = 0
-    elif transport == "redis-streams":
-        extra.update({"redis-url": redis_url(), "request-stream": f"{prefix}:req", "response-stream": f"{prefix}:resp",
-                      "consumer-group": f"{prefix}:group"})
+    extra = transport_settings(transport, tmp, prefix)
     try:
         async with start_server({**settings, **extra}) as server:
             wire: Wire

@@ -11,6 +11,7 @@ default configuration (a workspace write asks permission).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -80,27 +81,30 @@ def _acks(task: Task) -> list[str]:
             if p.HasField("data") and MessageToDict(p)["data"].get("kind") == "permission_ack"]
 
 
-@pytest.fixture
-async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
-    """a2a-sdk's unary client against a server with the default configuration (workspace: ``tmp_path``)."""
-    monkeypatch.chdir(tmp_path)
+@contextlib.asynccontextmanager
+async def _sdk_client(streaming: bool) -> AsyncIterator[Client]:
+    """a2a-sdk's client (unary or streaming) against a server with the default configuration."""
     async with start_server() as server, httpx.AsyncClient(timeout=SECONDS) as http:
-        made = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(server.url)
+        made = await ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create_from_url(server.url)
         try:
             yield made
         finally:
             await made.close()
+
+
+@pytest.fixture
+async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
+    """a2a-sdk's unary client against a server with the default configuration (workspace: ``tmp_path``)."""
+    monkeypatch.chdir(tmp_path)
+    async with _sdk_client(streaming=False) as made:
+        yield made
 
 
 @pytest.fixture
 async def streaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
     monkeypatch.chdir(tmp_path)
-    async with start_server() as server, httpx.AsyncClient(timeout=SECONDS) as http:
-        made = await ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create_from_url(server.url)
-        try:
-            yield made
-        finally:
-            await made.close()
+    async with _sdk_client(streaming=True) as made:
+        yield made
 
 
 # ---------------------------------------------------------------------------- the pause speaks to people

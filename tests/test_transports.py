@@ -36,6 +36,19 @@ VERSION = {"A2A-Version": "1.0"}
 MAX_BYTES = 256 * 1024
 
 
+def transport_settings(transport: str, tmp: Path, prefix: str) -> dict[str, Any]:
+    """The settings that serve ``transport`` (a socket under ``tmp``, Redis keys under ``prefix``)."""
+    extra: dict[str, Any] = {"transport": [transport]}
+    if transport == "unix":
+        extra["socket-path"] = str(tmp / "a2a.sock")
+    elif transport == "grpc-jsonrpc":
+        extra["grpc-jsonrpc-port"] = 0
+    elif transport == "redis-streams":
+        extra.update({"redis-url": redis_url(), "request-stream": f"{prefix}:req", "response-stream": f"{prefix}:resp",
+                      "consumer-group": f"{prefix}:group"})
+    return extra
+
+
 class Client(Protocol):
     async def request(self, payload: dict[str, Any], *, headers: dict[str, str] | None = None) -> dict[str, Any]: ...
 
@@ -101,14 +114,7 @@ async def serving(transport: str, tmp: Path, settings: dict[str, Any] | None = N
         finally:
             await client.aclose()
         return
-    extra: dict[str, Any] = {"transport": [transport]}
-    if transport == "unix":
-        extra["socket-path"] = str(tmp / "a2a.sock")
-    elif transport == "grpc-jsonrpc":
-        extra["grpc-jsonrpc-port"] = 0
-    elif transport == "redis-streams":
-        extra.update({"redis-url": redis_url(), "request-stream": f"{prefix}:req", "response-stream": f"{prefix}:resp",
-                      "consumer-group": f"{prefix}:group"})
+    extra = transport_settings(transport, tmp, prefix)
     async with start_server({**settings, **extra}) as server:
         client = await _connect(transport, server.url, prefix, connect_headers)
         _FACTORIES[id(client)] = lambda: _connect(transport, server.url, prefix, connect_headers)
