@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import click
 import pluggy
 import pytest
 from pydantic import BaseModel
@@ -22,6 +23,7 @@ from iac_code.plugins import Plugins
 from iac_code.records import (
     AgentRuntimeSpec,
     CardSignerSpec,
+    CliCommandSpec,
     DecodedPart,
     HttpRouteSpec,
     InterfaceInfo,
@@ -110,6 +112,10 @@ class EveryHookPlugin:
         return [ToolSpec(name="test-tool", create=lambda kernel: object())]
 
     @hookimpl
+    def iac_code_cli_commands(self) -> list[CliCommandSpec]:
+        return [CliCommandSpec(name="every-hook", load=lambda: click.Command("every-hook"), parent="a2a")]
+
+    @hookimpl
     def iac_code_http_routes(self, kernel: Any) -> list[HttpRouteSpec]:
         async def handler(request: Any) -> Any:
             raise NotImplementedError
@@ -145,6 +151,7 @@ def test_every_hook_is_collected() -> None:
     assert "test-tool" in plugins.tools()
     assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
+    assert list(plugins.cli_commands("a2a")) == ["every-hook"] and "every-hook" not in plugins.cli_commands()
     assert [p.record for p in plugins.config_models() if p.plugin == "every-hook"] == [LoopbackConfig]
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
     forbidden = load_config(raw={"loopback_label": "forbidden"}, model=model, environ={})

@@ -57,6 +57,7 @@ from iac_code.push_signing import key_id, public_jwks
 from iac_code.records import (
     AgentRuntimeSpec,
     CardSignerSpec,
+    CliCommandSpec,
     ClientTarget,
     DecodeContext,
     DecodedPart,
@@ -200,6 +201,7 @@ __all__ = [
     "CallInfo",
     "CardSignerSpec",
     "ClaimedJob",
+    "CliCommandSpec",
     "ClientTarget",
     "ConfigProblems",
     "ContextFactory",

@@ -52,7 +52,38 @@ def _fail(message: str) -> None:
     sys.exit(STARTUP_EXIT_CODE)
 
 
-class _Main(click.Group):
+class PluginCommands(click.Group):
+    """A command group that also offers the commands plugins add (hook ``iac_code_cli_commands``).
+
+    Plugin commands are listed from their records and imported only when one runs, so a
+    server start never pays for a client's imports.
+    """
+
+    parent = ""
+
+    def _plugin_commands(self) -> dict[str, Any]:
+        try:
+            from iac_code.plugins import Plugins
+
+            return {name: p.record for name, p in Plugins.load().cli_commands(self.parent).items()}
+        except StartupError as exc:  # two plugins claiming one command: say so, keep the kernel's commands
+            click.echo(f"Error: {exc}", err=True)
+            return {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._plugin_commands()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            record = self._plugin_commands().get(cmd_name)
+            if record is not None:
+                # a2a-sdk reads its tracing switch when first imported: a client traces only when asked to.
+                os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+                self.add_command(record.load(), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+class _Main(PluginCommands):
     """The top-level group; ``a2a-client`` is imported only when it runs (the server never pays for it)."""
 
     LAZY = {"a2a-client": "iac_code.client.commands:client"}
@@ -69,6 +100,12 @@ class _Main(click.Group):
             module, _, attr = self.LAZY[cmd_name].partition(":")
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+
+class _ServerCommands(PluginCommands):
+    """``iac-code a2a``: the server, its kernel sub-commands and the ones plugins add."""
+
+    parent = "a2a"
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -95,7 +132,7 @@ def main() -> None:
     """iac-code: Infrastructure-as-Code assistant for Alibaba Cloud."""
 
 
-@main.group("a2a", invoke_without_command=True)
+@main.group("a2a", cls=_ServerCommands, invoke_without_command=True)
 @click.pass_context
 @click.option("--config", "config_path", default="", help="YAML file with server options.")
 @click.option("--host", default=None, help="Bind host (default 127.0.0.1).")

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from iac_code.records import (
         AgentRuntimeSpec,
         CardSignerSpec,
+        CliCommandSpec,
         HttpRouteSpec,
         PartDecoderSpec,
         PushQueueSpec,
@@ -176,4 +177,19 @@ def iac_code_http_routes(kernel: Kernel) -> list[HttpRouteSpec]:
 
     :param kernel: the running kernel (configuration, card, dispatcher).
     :return: route records; authentication applies unless ``auth=False``.
+    """
+
+
+# --------------------------------------------------------------------------- command line
+
+
+@hookspec
+def iac_code_cli_commands() -> list[CliCommandSpec]:
+    """Add commands to the ``iac-code`` command line.
+
+    Called when the command line is built, before any configuration is read; the
+    commands' ``load`` callables run only when one of them is invoked or listed.
+
+    :return: command records; a name already taken by the kernel or another plugin is a
+        conflict reported with both distributions.
     """

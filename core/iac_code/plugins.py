@@ -24,6 +24,7 @@ from iac_code.errors import StartupError
 from iac_code.records import (
     AgentRuntimeSpec,
     CardSignerSpec,
+    CliCommandSpec,
     HttpRouteSpec,
     PartDecoderSpec,
     PushQueueSpec,
@@ -268,6 +269,11 @@ class Plugins:
                     )
                 table[key] = p
         return table
+
+    def cli_commands(self, parent: str = "") -> dict[str, Provided[CliCommandSpec]]:
+        """The commands plugins add under ``parent`` (``""`` top level, ``"a2a"`` the server group)."""
+        return {name: p for name, p in self._by_name("iac_code_cli_commands", CliCommandSpec, "Command",
+                                                     lambda c: (c.name,)).items() if p.record.parent == parent}
 
     def transports(self) -> dict[str, Provided[TransportSpec]]:
         """Transports by name and alias."""

@@ -332,3 +332,22 @@ class HttpRouteSpec:
     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     auth: bool = True
     name: str = ""
+
+
+# --------------------------------------------------------------------------- command-line commands
+
+
+@dataclass(frozen=True)
+class CliCommandSpec:
+    """A command a plugin adds to the ``iac-code`` command line.
+
+    ``load`` returns the ``click.Command`` (or group) and is called only when the command
+    runs or help lists it, so a server start never imports a client's dependencies.
+    ``parent`` is ``""`` for a top-level command (``iac-code <name>``) or ``"a2a"`` for a
+    sub-command of the server (``iac-code a2a <name>``).
+    """
+
+    name: str
+    load: Callable[[], Any]
+    parent: str = ""
+    help: str = ""
