@@ -14,20 +14,27 @@ hook implementations::
     IAC_CODE_API_VERSION = "1.0"
 
 The plugin manager loads it only when the major versions match and the plugin's minor
-version is not newer than the kernel's; otherwise the plugin is listed as ``failed`` with
-the reason, and start-up fails only when the configuration needs it.
+version is not newer than the kernel's; otherwise (or when the declaration is not a
+``"MAJOR.MINOR"`` string) the plugin is listed as ``failed`` with the reason, and start-up
+fails only when the configuration needs it. A plugin that declares nothing is loaded as
+compatible, without a warning: every plugin written before the API was versioned was written
+against 1.0. That default may become a warning in a later minor release, never a refusal
+before the next major one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from iac_code import compat03, jsonio, messages, tracing
+from iac_code.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
+from iac_code.artifacts import StoredArtifact
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.background import spawn
+from iac_code.card import CardDocument
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.config import in_conflict, without_effect
 from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY, CallInfo, JsonRpcDispatcher, protocol_error
@@ -51,6 +58,7 @@ from iac_code.jsonio import message_to_json
 from iac_code.log_limits import RateLimitedLog
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
 from iac_code.push_configs import DELIVERY_CACHE_SIZE, EncryptedPushConfigStore, storable_config
+from iac_code.push_configs import NOT_STORED as PUSH_CONFIG_NOT_STORED
 from iac_code.push_crypto import PushKeyring, write_new_private_file
 from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, PushQueue, QueueContext, next_seq
 from iac_code.push_signing import key_id, public_jwks
@@ -109,23 +117,18 @@ from iac_code.turns import ALREADY_WORKING
 from iac_code.url_credentials import mask_url, redact, redis_location, url_secrets
 from iac_code.workspace import is_protected_file, is_within
 
-API_VERSION = "1.0"
-"""The version of this API: a new minor adds names, a new major removes or changes one."""
 
-API_VERSION_ATTRIBUTE = "IAC_CODE_API_VERSION"
-"""The module attribute in which a plugin declares the API version it was built for."""
+@runtime_checkable
+class ArtifactFiles(Protocol):
+    """The artifact store as the transport serving artifacts over HTTP sees it."""
 
+    base_url: str
+    """Where artifact URLs point (``<base_url>iac-code/artifacts/<id>/<name>``); the HTTP transport sets it
+    once bound, and without one artifacts get local ``iac-code-artifact://`` URIs."""
 
-def api_version_problem(declared: object) -> str | None:
-    """Why a plugin built for API ``declared`` cannot run on this kernel, or ``None`` when it can."""
-    try:
-        major, minor = (int(part) for part in str(declared).split(".", 1))
-    except ValueError:
-        return f"declares {API_VERSION_ATTRIBUTE} = {declared!r}, which is not a 'MAJOR.MINOR' version"
-    ours_major, ours_minor = (int(part) for part in API_VERSION.split("."))
-    if major != ours_major or minor > ours_minor:
-        return f"built for plugin API {major}.{minor}; this iac-code provides API {API_VERSION}"
-    return None
+    async def find(self, artifact_id: str, name: str) -> tuple[StoredArtifact, bytes] | None:
+        """The stored artifact ``artifact_id`` named ``name`` and its content, or ``None``."""
+        ...
 
 
 @runtime_checkable
@@ -135,7 +138,9 @@ class PluginContext(Protocol):
     A narrow view of the kernel: the settings (the plugin's own keys among them), the
     state directory, the authenticator, the dispatcher and request handler a transport
     hands calls to, the read side of the task store, the metrics registry, the card's
-    signing keys, and the server's lifecycle. Anything not here is private to the kernel.
+    signing keys and served document, the artifacts a transport serves, the interfaces the
+    transports bound, the tools and HTTP routes plugins provide, and the server's lifecycle.
+    Anything not here is private to the kernel.
     """
 
     config: Any
@@ -165,6 +170,28 @@ class PluginContext(Protocol):
     readiness: str
     """``starting``, ``ready`` or ``stopping``."""
 
+    transport_names: tuple[str, ...]
+    """The configured transports' canonical names (aliases resolved), in configuration order."""
+
+    interfaces: Sequence[InterfaceInfo]
+    """The interfaces the transports bound, as the Agent Card lists them (empty until they have started)."""
+
+    artifacts: ArtifactFiles
+    """The stored artifacts, for the transport that serves them."""
+
+    @property
+    def card_document(self) -> CardDocument:
+        """The public Agent Card as served: its JSON body and cache validators (``ETag``, ``Last-Modified``)."""
+        ...
+
+    def tools(self) -> Mapping[str, ToolSpec]:
+        """Every tool plugins provide, keyed by normalised name (``read-file``): what an agent runtime offers its model."""
+        ...
+
+    def http_routes(self) -> list[HttpRouteSpec]:
+        """Every extra HTTP route plugins provide (``iac_code_http_routes``), for the HTTP transport to mount."""
+        ...
+
     def public_jwks(self) -> dict[str, Any]:
         """The public JWK set served at ``/.well-known/jwks.json``."""
         ...
@@ -190,6 +217,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MESSAGE_METHODS",
     "NOT_STORED",
+    "PUSH_CONFIG_NOT_STORED",
     "RAW_PARAMS_KEY",
     "REST_ROUTES",
     "TENANT_PREFIX",
@@ -197,8 +225,10 @@ __all__ = [
     "UNAUTHORIZED",
     "AgentRuntimeSpec",
     "Answer",
+    "ArtifactFiles",
     "ArtifactPayload",
     "CallInfo",
+    "CardDocument",
     "CardSignerSpec",
     "ClaimedJob",
     "CliCommandSpec",
@@ -247,6 +277,7 @@ __all__ = [
     "StartupError",
     "StateBackend",
     "StateBackendSpec",
+    "StoredArtifact",
     "TextDelta",
     "Thinking",
     "Tool",
@@ -257,9 +288,9 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "ToolStarted",
+    "Translator",
     "TransportServer",
     "TransportSpec",
-    "Translator",
     "TurnFailed",
     "TurnRequest",
     "Usage",
@@ -288,6 +319,7 @@ __all__ = [
     "messages",
     "missed",
     "next_seq",
+    "normalise_name",
     "peek",
     "private_dir",
     "protocol_error",
@@ -296,6 +328,7 @@ __all__ = [
     "redact",
     "redis_location",
     "request_id_of",
+    "run_tool",
     "seq_of",
     "serve_frame",
     "sort_key",

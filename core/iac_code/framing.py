@@ -39,15 +39,26 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from iac_code import jsonio
 from iac_code.compat03 import STREAMING_METHODS as STREAMING_METHODS_03
 from iac_code.dispatcher import STREAMING_METHODS, CallInfo, InvalidEnvelope, answer_id, validate_envelope
 from iac_code.log_limits import RateLimitedLog
 
-if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+
+class FrameHost(Protocol):
+    """What serving a frame needs of the server (the kernel, or a plugin's ``PluginContext``)."""
+
+    config: Any
+    """The settings: ``max-request-bytes`` bounds a frame."""
+
+    authenticator: Any
+    """``authenticate(headers) -> Principal | None``."""
+
+    dispatcher: Any
+    """The JSON-RPC dispatcher, ``None`` while the server is starting."""
+
 
 # Methods whose answer is a stream: the A2A 1.0 names and their 0.3 spellings.
 STREAM_METHODS = STREAMING_METHODS | STREAMING_METHODS_03
@@ -153,7 +164,7 @@ def log_client_error(transport: str, answer: Mapping[str, Any]) -> None:
         log.log("Refused a frame on %s: %s (%d)", transport, str(error.get("message", ""))[:100], error["code"])
 
 
-async def serve_frame(kernel: Kernel, raw: bytes | str | Mapping[str, Any], *, transport: str,
+async def serve_frame(kernel: FrameHost, raw: bytes | str | Mapping[str, Any], *, transport: str,
                       channel_headers: Mapping[str, str] | None = None,
                       stream_refusal: Mapping[str, Any] | None = None) -> Answer:
     """Answer one JSON-RPC frame over a custom transport (see the module docstring).
@@ -168,7 +179,7 @@ async def serve_frame(kernel: Kernel, raw: bytes | str | Mapping[str, Any], *, t
     return answer
 
 
-async def _serve(kernel: Kernel, raw: bytes | str | Mapping[str, Any], *, transport: str,
+async def _serve(kernel: FrameHost, raw: bytes | str | Mapping[str, Any], *, transport: str,
                  channel_headers: Mapping[str, str] | None, stream_refusal: Mapping[str, Any] | None) -> Answer:
     limit = kernel.config.max_request_bytes
     if isinstance(raw, bytes | str) and len(raw) > limit:

@@ -20,7 +20,7 @@ from a2a.server.agent_execution import AgentExecutor
 from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
 from iac_code.background import spawn
-from iac_code.card import CardService
+from iac_code.card import CardDocument, CardService
 from iac_code.cluster import NodeLink, StateBackend
 from iac_code.config import ServerConfig
 from iac_code.contexts import ContextRegistry
@@ -33,7 +33,7 @@ from iac_code.plugins import KNOWN_RUNTIMES, KNOWN_TASK_STORES, Plugins, not_ava
 from iac_code.push_sender import QueueingPushSender
 from iac_code.push_service import PushService
 from iac_code.push_urls import PushUrlGuard
-from iac_code.records import InterfaceInfo, SigningKeySet, TransportServer, TransportSpec
+from iac_code.records import HttpRouteSpec, InterfaceInfo, SigningKeySet, ToolSpec, TransportServer, TransportSpec
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
 from iac_code.state_lock import StateDirectoryLock
 from iac_code.storage import SnapshotWriter, sweep_temp_files
@@ -157,6 +157,26 @@ class Kernel:
         if spec.create_key_set is not None:
             self.signing_keys = spec.create_key_set(self.config, self.state_dir)
         return spec.create_signer(self) if spec.create_signer is not None else None
+
+    # ------------------------------------------------------------------ what plugins see (iac_code.api.PluginContext)
+
+    @property
+    def transport_names(self) -> tuple[str, ...]:
+        """The configured transports' canonical names, in configuration order."""
+        return tuple(spec.name for spec in self.transport_specs)
+
+    @property
+    def card_document(self) -> CardDocument:
+        """The public Agent Card as served (body, ``ETag``, ``Last-Modified``)."""
+        return self.cards.document
+
+    def tools(self) -> dict[str, ToolSpec]:
+        """Every tool plugins provide, by name."""
+        return {name: provided.record for name, provided in self.plugins.tools().items()}
+
+    def http_routes(self) -> list[HttpRouteSpec]:
+        """Every extra HTTP route plugins provide, for the HTTP transport to mount."""
+        return [provided.record for provided in self.plugins.http_routes(self)]
 
     def public_jwks(self) -> dict[str, Any]:
         """The public keys receivers verify our signatures with (card signing keys, push signing key)."""

@@ -28,12 +28,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from iac_code import framing
-
-if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +60,12 @@ class LineWriter(Protocol):
         ...
 
 
-def reader_limit(kernel: Kernel) -> int:
+def reader_limit(kernel: framing.FrameHost) -> int:
     """The ``asyncio.StreamReader`` limit for a session: ``max-request-bytes`` + 1."""
     return int(kernel.config.max_request_bytes) + 1
 
 
-def grace_seconds(kernel: Kernel) -> float:
+def grace_seconds(kernel: framing.FrameHost) -> float:
     """``shutdown-grace-seconds`` (10 when the kernel has no such key)."""
     try:
         return max(0.0, float(getattr(kernel.config, "shutdown_grace_seconds", DEFAULT_GRACE_SECONDS)))
@@ -79,7 +76,7 @@ def grace_seconds(kernel: Kernel) -> float:
 class NdjsonSession:
     """One NDJSON conversation: lines from ``reader``, answers to ``writer`` (see the module docstring)."""
 
-    def __init__(self, kernel: Kernel, reader: asyncio.StreamReader, writer: LineWriter, transport_name: str, *,
+    def __init__(self, kernel: framing.FrameHost, reader: asyncio.StreamReader, writer: LineWriter, transport_name: str, *,
                  channel_headers: Mapping[str, str] | None = None) -> None:
         self.kernel = kernel
         self.reader = reader

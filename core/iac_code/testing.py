@@ -85,6 +85,14 @@ def registered(plugins: Plugins, name: str, plugin: object) -> Iterator[None]:
         plugins.unregister(name)
 
 
+def local_task_store() -> Any:
+    """The kernel's own task store (``task-store: local``) in memory: the reference a state-backend
+    plugin's store is compared with (same ListTasks order, page sizes and errors)."""
+    from iac_code.task_store import KernelTaskStore
+
+    return KernelTaskStore()
+
+
 def send_message_body(text: str, *, message_id: str = "msg-1", request_id: str | int = "1",
                       method: str = "SendMessage", **message_fields: Any) -> dict[str, Any]:
     """A JSON-RPC SendMessage body with one text part."""
