@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from iac_code.config import in_conflict, without_effect
-from iac_code.hookspecs import hookimpl
-from iac_code.records import AgentRuntimeSpec
+from iac_code.api import AgentRuntimeSpec, hookimpl, in_conflict, without_effect
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
     from iac_code_runtime_llm.runtime import LlmRuntime
+
+IAC_CODE_API_VERSION = "1.0"
 
 DASHSCOPE_COMPATIBLE = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 
@@ -58,10 +58,10 @@ class LlmConfig(BaseModel):
         return value
 
 
-def create_runtime(kernel: Kernel) -> LlmRuntime:
+def create_runtime(kernel: PluginContext) -> LlmRuntime:
     from iac_code_runtime_llm.runtime import LlmRuntime
 
-    return LlmRuntime.from_kernel(kernel)
+    return LlmRuntime.from_context(kernel)
 
 
 @hookimpl

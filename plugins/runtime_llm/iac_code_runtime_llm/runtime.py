@@ -25,25 +25,28 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from iac_code import messages as m
-from iac_code.i18n import Translator, translator
-from iac_code.runtime import (
+from iac_code.api import (
     RuntimeEvent,
     TextDelta,
     Thinking,
+    ToolCall,
+    ToolContext,
     ToolFailed,
     ToolInputDelta,
     ToolStarted,
+    Translator,
     TurnFailed,
     TurnRequest,
     Usage,
+    run_tool,
+    translator,
 )
-from iac_code.tools import ToolCall, ToolContext, run_tool
+from iac_code.api import messages as m
 from iac_code_runtime_llm import conversation
 from iac_code_runtime_llm.provider import Endpoint, ProviderError, stream_chat
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -166,13 +169,13 @@ class LlmRuntime:
         self._env = os.environ if environ is None else environ
 
     @classmethod
-    def from_kernel(cls, kernel: Kernel) -> LlmRuntime:
+    def from_context(cls, kernel: PluginContext) -> LlmRuntime:
         c = kernel.config
         settings = Settings(base_url=c.llm_base_url, model=c.llm_model, api_key=c.llm_api_key,
                             provider=c.llm_provider, timeout=c.llm_timeout, max_tool_rounds=c.llm_max_tool_rounds,
                             context_tokens=c.llm_context_tokens, max_retries=c.llm_max_retries,
                             retry_backoff=c.llm_retry_backoff)
-        tools = {p.record.name: (p.record, p.record.create(kernel)) for p in kernel.plugins.tools().values()}
+        tools = {spec.name: (spec, spec.create(kernel)) for spec in kernel.tools().values()}
         runtime = cls(settings, tools)
         if not runtime.configured_key():
             logger.warning("agent-runtime: llm has no API key (set llm-api-key or IAC_CODE_API_KEY; a local model "

@@ -8,4 +8,6 @@ from __future__ import annotations
 from iac_code_runtime_offline.runtime import iac_code_agent_runtimes
 from iac_code_runtime_offline.tools import iac_code_tools
 
-__all__ = ["iac_code_agent_runtimes", "iac_code_tools"]
+IAC_CODE_API_VERSION = "1.0"
+
+__all__ = ["IAC_CODE_API_VERSION", "iac_code_agent_runtimes", "iac_code_tools"]

@@ -23,15 +23,24 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from iac_code import messages as m
-from iac_code.hookspecs import hookimpl
-from iac_code.i18n import Translator, translator
-from iac_code.records import AgentRuntimeSpec
-from iac_code.runtime import RuntimeEvent, TextDelta, TurnRequest, Usage
-from iac_code.tools import Tool, ToolCall, ToolContext, run_tool
+from iac_code.api import (
+    AgentRuntimeSpec,
+    RuntimeEvent,
+    TextDelta,
+    Tool,
+    ToolCall,
+    ToolContext,
+    Translator,
+    TurnRequest,
+    Usage,
+    hookimpl,
+    run_tool,
+    translator,
+)
+from iac_code.api import messages as m
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 SKILLS = ("iac_generation", "iac_review", "terraform_ros_conversion", "aliyun_ros_operations")
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
@@ -307,7 +316,7 @@ class Session:
 
 @hookimpl
 def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
-    def create(kernel: Kernel) -> OfflineRuntime:
+    def create(kernel: PluginContext) -> OfflineRuntime:
         from iac_code_runtime_offline.tools import tool_table
 
         return OfflineRuntime(tool_table(kernel))

@@ -15,15 +15,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iac_code.hookspecs import hookimpl
-from iac_code.records import ToolSpec
-from iac_code.runtime import ArtifactPayload
-from iac_code.storage import atomic_write
-from iac_code.tools import Permission, ToolContext, ToolOutcome
-from iac_code.workspace import is_protected_file, is_within
+from iac_code.api import (
+    ArtifactPayload,
+    Permission,
+    ToolContext,
+    ToolOutcome,
+    ToolSpec,
+    atomic_write,
+    hookimpl,
+    is_protected_file,
+    is_within,
+)
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 READ_LIMIT = 1024 * 1024
 MEDIA_TYPES = {".yaml": "text/yaml", ".yml": "text/yaml", ".json": "application/json", ".tf": "text/plain"}
@@ -206,6 +211,6 @@ def iac_code_tools() -> list[ToolSpec]:
                      parameters=tool.parameters) for tool in tools]
 
 
-def tool_table(kernel: Kernel) -> dict[str, Any]:
+def tool_table(kernel: PluginContext) -> dict[str, Any]:
     """Every registered tool by name (built-in and third-party)."""
-    return {provided.record.name: provided.record.create(kernel) for provided in kernel.plugins.tools().values()}
+    return {spec.name: spec.create(kernel) for spec in kernel.tools().values()}

@@ -19,17 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from iac_code.config import without_effect
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import CardSignerSpec, normalise_name
+from iac_code.api import CardSignerSpec, StartupError, hookimpl, normalise_name, without_effect
 from iac_code_signing_jwks.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, canonical_algorithm
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
 
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
     from iac_code_signing_jwks.keys import JwksKeySet, KeyEntry
+
+IAC_CODE_API_VERSION = "1.0"
 
 SIGNER_NAME = "jwks"
 JWKS_PATH = ".well-known/jwks.json"
@@ -95,7 +94,7 @@ _key_sets_lock = threading.Lock()
 def create_key_set(config: Any, state_dir: Path) -> JwksKeySet:
     """The process's :class:`JwksKeySet` for ``state_dir`` and these settings (built once, then shared).
 
-    :class:`~iac_code.errors.StartupError` when a key file or the key store is unusable.
+    :class:`~iac_code.api.StartupError` when a key file or the key store is unusable.
     """
     from iac_code_signing_jwks.keys import JwksKeySet, SigningKeyError
 
@@ -178,13 +177,13 @@ class JwksCardSigner:
         return sign
 
 
-def create_signer(kernel: Kernel) -> JwksCardSigner | None:
+def create_signer(kernel: PluginContext) -> JwksCardSigner | None:
     """The ``jwks`` card signer for ``kernel``, or ``None`` unless ``card-signer`` is ``jwks``."""
     if normalise_name(str(getattr(kernel.config, "card_signer", "") or "")) != SIGNER_NAME:
         return None
     settings = settings_of(kernel.config)
     key_set = create_key_set(kernel.config, kernel.state_dir)
-    return JwksCardSigner(key_set, lambda: jwks_url(settings.signing_jwks_url, getattr(kernel, "interfaces", ())))
+    return JwksCardSigner(key_set, lambda: jwks_url(settings.signing_jwks_url, kernel.interfaces))
 
 
 @hookimpl

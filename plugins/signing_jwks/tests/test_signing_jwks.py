@@ -26,11 +26,8 @@ from jwcrypto import jwk
 from jwt import PyJWK
 from jwt.utils import base64url_decode
 
-from iac_code.config import build_config_model, load_config, normalise_keys
-from iac_code.errors import StartupError
-from iac_code.plugins import Plugins
-from iac_code.records import InterfaceInfo, SigningKeySet
-from iac_code.testing import start_server
+from iac_code.api import InterfaceInfo, SigningKeySet, StartupError
+from iac_code.testing import make_kernel, start_server
 
 DAY = 86_400.0
 JKU = "https://agent.example/.well-known/jwks.json"
@@ -524,8 +521,8 @@ def kernel_stub(tmp_path: Path, *, card_signer: str = "jwks", interfaces: list[I
     return SimpleNamespace(config=config, state_dir=tmp_path, interfaces=interfaces or [])
 
 
-def test_plugin_registers_the_jwks_signer_and_its_keys() -> None:
-    plugins = Plugins.load()
+def test_plugin_registers_the_jwks_signer_and_its_keys(tmp_path: Path) -> None:
+    plugins = make_kernel({"persistence-dir": str(tmp_path)}).plugins
     signers = plugins.card_signers()
     assert "jwks" in signers
     spec = signers["jwks"].record
@@ -535,21 +532,22 @@ def test_plugin_registers_the_jwks_signer_and_its_keys() -> None:
 
 
 def test_config_keys_parse_with_dashes_and_are_validated(tmp_path: Path) -> None:
-    model = build_config_model([("signing-jwks", JwksSigningConfig)])
-    raw = normalise_keys({"signing-key-files": ["/k.pem"], "signing-algorithm": "eddsa", "signing-rotate-days": 30,
-                          "signing-grace-days": 1.5, "signing-jwks-url": JKU})
-    config = load_config(raw=raw, model=model, environ={})
+    def configured(**settings: Any) -> Any:  # the effective settings, as the server parses them
+        return make_kernel({"persistence-dir": str(tmp_path), **settings}).config
+
+    config = configured(**{"signing-key-files": ["/k.pem"], "signing-algorithm": "eddsa", "signing-rotate-days": 30,
+                           "signing-grace-days": 1.5, "signing-jwks-url": JKU})
     assert config.signing_key_files == ["/k.pem"] and config.signing_algorithm == "EdDSA"  # type: ignore[attr-defined]
     assert config.signing_rotate_days == 30 and config.signing_grace_days == 1.5  # type: ignore[attr-defined]
-    defaults = load_config(raw={}, model=model, environ={})
+    defaults = configured()
     assert defaults.signing_key_files == [] and defaults.signing_algorithm == "ES256"  # type: ignore[attr-defined]
     assert defaults.signing_rotate_days == 0 and defaults.signing_grace_days == 7  # type: ignore[attr-defined]
     with pytest.raises(StartupError, match="must be one of ES256, ES384, RS256, PS256, EdDSA"):
-        load_config(raw={"signing_algorithm": "HS256"}, model=model, environ={})
+        configured(**{"signing-algorithm": "HS256"})
     with pytest.raises(StartupError, match="signing-grace-days"):
-        load_config(raw={"signing_grace_days": -1}, model=model, environ={})
+        configured(**{"signing-grace-days": -1})
     with pytest.raises(StartupError, match="unknown configuration key 'signing-keyfiles'"):
-        load_config(raw={"signing_keyfiles": []}, model=model, environ={})
+        configured(**{"signing-keyfiles": []})
     for field in JwksSigningConfig.model_fields.values():
         assert field.description
 

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from a2a.server.cluster import TaskEventStream, TaskVersion, VersionedEvent
 from redis.exceptions import RedisError
 
-from iac_code.task_events import version_number
+from iac_code.api import version_number
 from iac_code_state_redis.keys import Keys
 from iac_code_state_redis.store import entry_version, event_from_bytes
 

@@ -36,11 +36,18 @@ import redis.asyncio as redis
 from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion, VersionedEvent
 from a2a.utils.errors import InternalError, UnsupportedOperationError
 
-from iac_code.background import spawn
-from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, task_scope
-from iac_code.errors import StartupError
-from iac_code.task_store import interruption, is_interrupted
-from iac_code.turns import ALREADY_WORKING
+from iac_code.api import (
+    ALREADY_WORKING,
+    ControlHandler,
+    Lease,
+    NodeLink,
+    NodeUnavailableError,
+    StartupError,
+    interruption,
+    is_interrupted,
+    spawn,
+    task_scope,
+)
 from iac_code_state_redis.events import RedisTaskEventStream
 from iac_code_state_redis.keys import Keys
 from iac_code_state_redis.store import NOT_REACHABLE, RedisTaskStore
@@ -123,7 +130,7 @@ def _text(value: Any) -> str:
 
 
 class RedisNodeLink(NodeLink):
-    """:class:`iac_code.cluster.NodeLink` on Redis (see the module docstring for the keys)."""
+    """:class:`iac_code.api.NodeLink` on Redis (see the module docstring for the keys)."""
 
     def __init__(self, client: redis.Redis, keys: Keys, store: RedisTaskStore, events: RedisTaskEventStream, *,
                  blocking: redis.Redis | None = None, node_id: str = "", lease_seconds: float = 10.0,

@@ -11,18 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iac_code.config import without_effect
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import StateBackendSpec
-from iac_code.url_credentials import redis_location
+from iac_code.api import StartupError, StateBackend, StateBackendSpec, hookimpl, redis_location, without_effect
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from iac_code.cluster import StateBackend
-    from iac_code.kernel import Kernel
-    from iac_code.push_crypto import PushKeyring
+    from iac_code.api import PluginContext, PushKeyring
+
+IAC_CODE_API_VERSION = "1.0"
 
 BACKEND_NAME = "redis"
 MISSING_DEPENDENCIES = "task-store: redis requires optional dependencies. Install iac-code[a2a-redis]."
@@ -77,7 +73,7 @@ def push_configs(config: Any) -> Callable[[PushKeyring], Any]:
     return lambda keyring: RedisPushConfigStore(client, keys, keyring)
 
 
-def create_backend(kernel: Kernel) -> StateBackend:
+def create_backend(kernel: PluginContext) -> StateBackend:
     """The shared task store, this node's link and the push-config store.
 
     Two connection pools: one for commands, one for the reads that block (event streams,
@@ -86,7 +82,6 @@ def create_backend(kernel: Kernel) -> StateBackend:
     config: Any = kernel.config
     client, blocking = _client(config), _client(config, BLOCKING_TIMEOUT)
     url = str(config.task_store_redis_url).strip()
-    from iac_code.cluster import StateBackend
     from iac_code_state_redis.events import RedisTaskEventStream
     from iac_code_state_redis.keys import Keys
     from iac_code_state_redis.nodes import RedisNodeLink

@@ -1,6 +1,6 @@
 """Push-notification configurations in the shared Redis: owner-scoped, secrets encrypted.
 
-The Redis counterpart of :class:`iac_code.push_configs.EncryptedPushConfigStore`
+The Redis counterpart of :class:`iac_code.api.EncryptedPushConfigStore`
 (same behaviour, ids, normalisation, paging and encryption): each configuration is
 one field of the task's hash ``keys.push_configs(task_id)``, named
 ``<owner digest>:<config id>``, holding the JSON the file store would write
@@ -24,13 +24,13 @@ from a2a.utils.errors import InternalError
 from google.protobuf.json_format import ParseDict
 from redis.exceptions import RedisError
 
-from iac_code import jsonio
-from iac_code.push_configs import DELIVERY_CACHE_SIZE, NOT_STORED, EncryptedPushConfigStore, storable_config
+from iac_code.api import DELIVERY_CACHE_SIZE, EncryptedPushConfigStore, jsonio, storable_config
+from iac_code.api import PUSH_CONFIG_NOT_STORED as NOT_STORED
 from iac_code_state_redis.keys import Keys, digest
 from iac_code_state_redis.store import NOT_REACHABLE
 
 if TYPE_CHECKING:
-    from iac_code.push_crypto import PushKeyring
+    from iac_code.api import PushKeyring
 
 logger = logging.getLogger(__name__)
 

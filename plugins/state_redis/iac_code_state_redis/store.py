@@ -11,7 +11,7 @@ acknowledged only once Redis has acknowledged it (``settle``/``sync`` have
 nothing to wait for).
 
 Redis errors never reach a client as they are (their text may hold the URL):
-writes fail with :data:`iac_code.task_store.NOT_STORED`, reads with
+writes fail with :data:`iac_code.api.NOT_STORED`, reads with
 :data:`NOT_REACHABLE`. The client must be built with ``decode_responses=False``.
 """
 
@@ -37,10 +37,19 @@ from a2a.utils.errors import InternalError
 from a2a.utils.proto_utils import to_stream_response
 from redis.exceptions import RedisError
 
-from iac_code.background import spawn
-from iac_code.jsonio import message_to_json
-from iac_code.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, version_number
-from iac_code.task_store import DEFAULT_PAGE_SIZE, NOT_STORED, PageTokens, SortKey, sort_key
+from iac_code.api import (
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_RETAINED_EVENTS,
+    NOT_STORED,
+    Event,
+    PageTokens,
+    SortKey,
+    message_to_json,
+    missed,
+    sort_key,
+    spawn,
+    version_number,
+)
 from iac_code_state_redis.keys import Keys
 
 logger = logging.getLogger(__name__)

@@ -38,11 +38,9 @@ from iac_code_state_redis.store import NOT_REACHABLE, RedisTaskStore
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from iac_code.jsonio import message_to_json
-from iac_code.push_configs import NOT_STORED as PUSH_NOT_STORED
-from iac_code.push_crypto import PushKeyring
-from iac_code.task_store import NOT_STORED, KernelTaskStore
-from iac_code.testing import redis_url
+from iac_code.api import NOT_STORED, PushKeyring, message_to_json
+from iac_code.api import PUSH_CONFIG_NOT_STORED as PUSH_NOT_STORED
+from iac_code.testing import local_task_store, redis_url
 
 WAIT = 5.0
 
@@ -198,7 +196,7 @@ def fixtures() -> list[Task]:
 
 async def test_list_tasks_matches_the_local_store_and_tokens_work_on_every_node(env: Env) -> None:
     a, b = await env.store(), await env.store()
-    local = KernelTaskStore()
+    local = local_task_store()
     for task in fixtures():
         await a.save(task, ctx())
         await local.save(task, ctx())

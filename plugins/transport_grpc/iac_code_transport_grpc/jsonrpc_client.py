@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 from grpc import aio
 
-from iac_code import jsonio
+from iac_code.api import jsonio
 from iac_code_transport_grpc.a2a_jsonrpc_bindings import SEND_PATH, STREAM_PATH, JsonRpcEnvelope
 
 SCHEME_PREFIX = "grpc-jsonrpc://"

@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc import aio
 
-from iac_code.framing import (
+from iac_code.api import (
     UNAUTHORIZED,
+    InterfaceInfo,
     dumps,
     error_response,
     final_marker,
     peek,
     serve_frame,
 )
-from iac_code.records import InterfaceInfo
 from iac_code_transport_grpc.a2a_jsonrpc_bindings import JsonRpcEnvelope, generic_handler
 from iac_code_transport_grpc.server import (
     STOP_GRACE_SECONDS,
@@ -51,7 +51,7 @@ from iac_code_transport_grpc.server import (
 )
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +69,13 @@ def envelope(frame: Mapping[str, Any], *, final: bool) -> Any:
     return JsonRpcEnvelope(payload=dumps(frame), final=final)
 
 
-def jsonrpc_port(kernel: Kernel) -> int:
+def jsonrpc_port(kernel: PluginContext) -> int:
     """The port to bind: ``grpc-jsonrpc-port``; unset, ``grpc-port`` unless the ``grpc`` transport uses it."""
     config = kernel.config
     explicit = getattr(config, "grpc_jsonrpc_port", None)
     if explicit is not None:
         return int(explicit)
-    if any(spec.name == "grpc" for spec in getattr(kernel, "transport_specs", ())):
+    if "grpc" in kernel.transport_names:
         return SHARED_DEFAULT_PORT
     return int(getattr(config, "grpc_port", 50051))
 
@@ -83,7 +83,7 @@ def jsonrpc_port(kernel: Kernel) -> int:
 class JsonRpcEnvelopeService:
     """The ``A2AJsonRpc`` RPCs over :func:`serve_frame`."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         self._kernel = kernel
 
     async def _answer(self, payload: bytes, context: aio.ServicerContext, *, unary: bool) -> Any:
@@ -149,7 +149,7 @@ async def _aclose(stream: Any) -> None:
 class GrpcJsonRpcTransport:
     """Serves the kernel as JSON-RPC envelopes over gRPC; one instance per running server."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         self.kernel = kernel
         self._server: aio.Server | None = None
 

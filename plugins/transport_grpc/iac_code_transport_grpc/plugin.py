@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from iac_code.config import in_conflict, without_effect
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import TransportSpec
+from iac_code.api import StartupError, TransportSpec, hookimpl, in_conflict, without_effect
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
-    from iac_code.records import ClientTarget, JsonRpcChannel, TransportServer
+    from iac_code.api import ClientTarget, JsonRpcChannel, PluginContext, TransportServer
+
+IAC_CODE_API_VERSION = "1.0"
 
 MISSING_DEPENDENCIES = "gRPC A2A transport requires optional dependencies. Install iac-code[a2a-grpc]."
 GRPC, GRPC_JSONRPC = "grpc", "grpc-jsonrpc"
@@ -72,7 +70,7 @@ class GrpcTransportConfig(BaseModel):
         return value
 
 
-def create_transport(kernel: Kernel) -> TransportServer:
+def create_transport(kernel: PluginContext) -> TransportServer:
     try:
         from iac_code_transport_grpc.server import GrpcTransport
     except ImportError:
@@ -80,7 +78,7 @@ def create_transport(kernel: Kernel) -> TransportServer:
     return GrpcTransport(kernel)
 
 
-def create_jsonrpc_transport(kernel: Kernel) -> TransportServer:
+def create_jsonrpc_transport(kernel: PluginContext) -> TransportServer:
     """The ``grpc-jsonrpc`` transport (JSON-RPC objects in ``JsonRpcEnvelope`` messages)."""
     try:
         from iac_code_transport_grpc.jsonrpc_envelope import GrpcJsonRpcTransport

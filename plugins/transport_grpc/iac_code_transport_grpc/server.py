@@ -43,17 +43,21 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc import aio
 
-from iac_code import tracing
-from iac_code.auth import Principal, PrincipalUser
-from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY
-from iac_code.dispatcher import protocol_error as check_protocol
-from iac_code.errors import StartupError
-from iac_code.jsonio import message_to_json
-from iac_code.records import InterfaceInfo
+from iac_code.api import (
+    MESSAGE_METHODS,
+    RAW_PARAMS_KEY,
+    InterfaceInfo,
+    Principal,
+    PrincipalUser,
+    StartupError,
+    message_to_json,
+    tracing,
+)
+from iac_code.api import protocol_error as check_protocol
 from iac_code_transport_grpc.plugin import is_loopback, plaintext_refused
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +141,7 @@ def call_context(call: AdmittedCall, context: aio.ServicerContext) -> ServerCall
 class KernelRequestHandlerRef:
     """``kernel.request_handler``, looked up per call: the kernel builds it after the transports bind."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         self._kernel = kernel
 
     def __getattr__(self, name: str) -> Any:
@@ -185,7 +189,7 @@ def _stream(method: str) -> Callable[..., Any]:
 class KernelGrpcHandler(GrpcHandler):
     """a2a-sdk's GrpcHandler over the kernel's request handler, behind authentication and protocol checks."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         super().__init__(KernelRequestHandlerRef(kernel), AdmittedContextBuilder())  # type: ignore[arg-type]
         self._kernel = kernel
         self._required = frozenset(kernel.config.required_extensions)
@@ -324,7 +328,7 @@ async def bind_and_start(server: aio.Server, host: str, port: int, credentials: 
 class GrpcTransport:
     """Serves the kernel over the official A2A gRPC binding; one instance per running server."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         self.kernel = kernel
         self._server: aio.Server | None = None
 

@@ -17,8 +17,7 @@ from iac_code_transport_grpc import a2a_jsonrpc_bindings as bindings
 from iac_code_transport_grpc.jsonrpc_client import GrpcJsonRpcClient
 from iac_code_transport_grpc.jsonrpc_envelope import SHARED_DEFAULT_PORT, USE_STREAM, jsonrpc_port
 
-from iac_code import jsonio
-from iac_code.framing import TOO_LARGE
+from iac_code.api import TOO_LARGE, jsonio
 from iac_code.testing import RunningServer, make_kernel, permission_envelope, send_message_body, start_server
 
 VPC_PROMPT = "Create a VPC with two vSwitches."

@@ -6,7 +6,6 @@ import base64
 import datetime
 import ipaddress
 import logging
-import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -46,9 +45,7 @@ from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 from iac_code_transport_grpc.server import STREAM_METHODS, UNARY_METHODS, KernelGrpcHandler, protocol_error
 
-from iac_code.config import ServerConfig
-from iac_code.dispatcher import CallInfo
-from iac_code.errors import StartupError
+from iac_code.api import CallInfo, StartupError
 from iac_code.testing import (
     A2A_HEADERS,
     RunningServer,
@@ -261,8 +258,6 @@ async def test_api_key_from_metadata() -> None:
         assert task.status.state == INPUT_REQUIRED
 
 
-@pytest.mark.skipif(typing.get_origin(ServerConfig.model_fields["transport"].annotation) is not list,
-                    reason="the kernel serves one transport per process")
 async def test_same_tasks_and_principal_as_http() -> None:
     async with start_server({"transport": ["http", "grpc"], "grpc-port": 0, "token": "t"}) as server, \
             aiohttp.ClientSession() as http:

@@ -41,8 +41,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 
-from iac_code import jsonio
-from iac_code.log_limits import RateLimitedLog
+from iac_code.api import RateLimitedLog, jsonio
 
 logger = logging.getLogger(__name__)
 

@@ -6,14 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from iac_code.config import without_effect
-from iac_code.hookspecs import hookimpl
-from iac_code.records import TransportSpec
+from iac_code.api import NdjsonClient, TransportSpec, WebSocketClient, hookimpl, without_effect
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
-    from iac_code.records import ClientTarget, TransportServer
-    from iac_code.transport_clients import NdjsonClient, WebSocketClient
+    from iac_code.api import ClientTarget, PluginContext, TransportServer
+
+IAC_CODE_API_VERSION = "1.0"
 
 
 class HttpTransportConfig(BaseModel):
@@ -50,19 +48,19 @@ class HttpTransportConfig(BaseModel):
         return value
 
 
-def create_transport(kernel: Kernel) -> TransportServer:
+def create_transport(kernel: PluginContext) -> TransportServer:
     from iac_code_transport_http.server import HttpTransport
 
     return HttpTransport(kernel)
 
 
-def create_websocket_transport(kernel: Kernel) -> TransportServer:
+def create_websocket_transport(kernel: PluginContext) -> TransportServer:
     from iac_code_transport_http.websocket import WebSocketTransport
 
     return WebSocketTransport(kernel)
 
 
-def create_unix_transport(kernel: Kernel) -> TransportServer:
+def create_unix_transport(kernel: PluginContext) -> TransportServer:
     from iac_code_transport_http.unix import UnixTransport
 
     return UnixTransport(kernel)
@@ -70,8 +68,6 @@ def create_unix_transport(kernel: Kernel) -> TransportServer:
 
 async def connect_websocket(target: ClientTarget) -> WebSocketClient:
     """The client side of ``websocket``: the handshake to ``ws://`` / ``wss://`` carries ``target.headers``."""
-    from iac_code.transport_clients import WebSocketClient
-
     return await WebSocketClient.connect(target.url, headers=dict(target.headers))
 
 
@@ -84,8 +80,6 @@ def socket_path(url: str) -> str:
 
 async def connect_unix(target: ClientTarget) -> NdjsonClient:
     """The client side of ``unix``: NDJSON JSON-RPC on the socket the URL names."""
-    from iac_code.transport_clients import NdjsonClient
-
     return await NdjsonClient.connect_unix(socket_path(target.url))
 
 

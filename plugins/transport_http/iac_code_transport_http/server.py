@@ -35,14 +35,25 @@ from a2a.server.jsonrpc_models import JSONRPCError
 from aiohttp import web
 from multidict import CIMultiDict
 
-from iac_code import compat03, jsonio
-from iac_code.artifacts import ROUTE_PREFIX
-from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
-from iac_code.dispatcher import CallInfo
-from iac_code.log_limits import RateLimitedLog
-from iac_code.records import InterfaceInfo
-from iac_code.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestReply, RestRoute, error_reply
-from iac_code.task_events import seq_of
+from iac_code.api import (
+    ANONYMOUS_PRINCIPAL,
+    ARTIFACT_ROUTE_PREFIX,
+    BINDING,
+    REST_ROUTES,
+    TENANT_PREFIX,
+    CallInfo,
+    InterfaceInfo,
+    Principal,
+    PrincipalUser,
+    RateLimitedLog,
+    RestBinding,
+    RestReply,
+    RestRoute,
+    compat03,
+    error_reply,
+    jsonio,
+    seq_of,
+)
 from iac_code_transport_http.limits import (
     CLIENT_ERRORS,
     ConnectionLimits,
@@ -54,8 +65,7 @@ from iac_code_transport_http.limits import (
 from iac_code_transport_http.limits import logger as limits_logger
 
 if TYPE_CHECKING:
-    from iac_code.dispatcher import JsonRpcDispatcher
-    from iac_code.kernel import Kernel
+    from iac_code.api import JsonRpcDispatcher, PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +208,7 @@ class _BodyError(Exception):
 class HttpTransport:
     """Serves the kernel over HTTP; one instance per running server."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         self.kernel = kernel
         config = kernel.config
         self._max_body = config.max_request_bytes
@@ -221,9 +231,8 @@ class HttpTransport:
         app.router.add_get("/ready", self._ready, allow_head=False)
         app.router.add_get(CARD_PATH, self._card, allow_head=False)
         app.router.add_post("/", self._rpc)
-        app.router.add_get("/" + ROUTE_PREFIX + "{artifact_id}/{name}", self._artifact, allow_head=False)
-        for provided in self.kernel.plugins.http_routes(self.kernel):
-            route = provided.record
+        app.router.add_get("/" + ARTIFACT_ROUTE_PREFIX + "{artifact_id}/{name}", self._artifact, allow_head=False)
+        for route in self.kernel.http_routes():
             app.router.add_route(route.method.upper(), route.path, route.handler, name=route.name or None)
             if not route.auth:
                 self._public_paths.add(route.path)
@@ -291,7 +300,7 @@ class HttpTransport:
         return _json(_dumps({"status": state}), 200 if state == "ready" else 503)
 
     async def _card(self, request: web.Request) -> web.Response:
-        document = self.kernel.cards.document
+        document = self.kernel.card_document
         headers = {"Cache-Control": "public, max-age=60", "ETag": document.etag,
                    "Last-Modified": document.last_modified}
         if_none_match = request.headers.get("If-None-Match")

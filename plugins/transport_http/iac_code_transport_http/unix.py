@@ -17,12 +17,10 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iac_code.errors import StartupError
-from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
-from iac_code.records import InterfaceInfo
+from iac_code.api import InterfaceInfo, NdjsonSession, StartupError, grace_seconds, reader_limit
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +84,7 @@ class UnixTransport:
     connection accepted just before it).
     """
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         self.kernel = kernel
         self.path: str = str(getattr(kernel.config, "socket_path", "") or "")
         if not self.path:

@@ -37,9 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from iac_code.framing import (
+from iac_code.api import (
     TOO_LARGE,
     Answer,
+    InterfaceInfo,
+    RateLimitedLog,
     decode_frame,
     dumps,
     error_response,
@@ -47,14 +49,12 @@ from iac_code.framing import (
     request_id_of,
     serve_frame,
 )
-from iac_code.log_limits import RateLimitedLog
-from iac_code.records import InterfaceInfo
 from iac_code_transport_http.limits import ConnectionLimits, LimitedAppRunner, LimitedServer
 from iac_code_transport_http.limits import logger as limits_logger
 from iac_code_transport_http.server import _url_host, unauthorized
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class _Connection:
 class WebSocketTransport:
     """Serves the kernel over WebSocket; one instance per running server."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         self.kernel = kernel
         config = kernel.config
         self.max_request_bytes = int(config.max_request_bytes)

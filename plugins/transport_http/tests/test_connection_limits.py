@@ -21,10 +21,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import AgentRuntimeSpec
-from iac_code.runtime import RuntimeEvent, TextDelta, TurnRequest
+from iac_code.api import AgentRuntimeSpec, RuntimeEvent, StartupError, TextDelta, TurnRequest, hookimpl
 from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, parse_sse, send_message_body, start_server
 from iac_code_transport_http.limits import RateLimitedLog
 

@@ -9,8 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from iac_code.hookspecs import hookimpl
-from iac_code.records import HttpRouteSpec
+from iac_code.api import HttpRouteSpec, hookimpl
 from iac_code.testing import A2A_HEADERS, start_server
 
 GET_TASK = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-such-task"}}

@@ -12,9 +12,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.framing import TOO_LARGE
+from iac_code.api import TOO_LARGE, WebSocketClient
 from iac_code.testing import RunningServer, permission_envelope, send_message_body, start_server
-from iac_code.transport_clients import WebSocketClient
 from iac_code_transport_http.websocket import WebSocketTransport
 
 VPC_PROMPT = "Create a VPC with two vSwitches."

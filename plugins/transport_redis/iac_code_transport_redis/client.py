@@ -37,7 +37,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from iac_code.url_credentials import redis_location, url_secrets
+from iac_code.api import redis_location, url_secrets
 from iac_code_transport_redis.common import (
     BACKOFF_FIRST,
     BACKOFF_MAX,

@@ -8,7 +8,7 @@ from typing import Any
 
 import redis.exceptions as redis_errors
 
-from iac_code.url_credentials import redact
+from iac_code.api import redact
 
 FINAL_VALUES = frozenset({"true", "1"})
 FATAL_CONNECTION_ERRORS = (redis_errors.AuthenticationError, redis_errors.AuthorizationError)

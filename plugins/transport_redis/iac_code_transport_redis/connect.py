@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from iac_code.records import ClientTarget
+from iac_code.api import ClientTarget
 from iac_code_transport_redis.client import DEFAULT_REQUEST_STREAM, RedisStreamsClient
 
 SCHEME = "redis-streams"

@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iac_code.config import without_effect
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import TransportSpec
+from iac_code.api import StartupError, TransportSpec, hookimpl, without_effect
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
-    from iac_code.records import ClientTarget, JsonRpcChannel, TransportServer
+    from iac_code.api import ClientTarget, JsonRpcChannel, PluginContext, TransportServer
+
+IAC_CODE_API_VERSION = "1.0"
 
 MISSING_DEPENDENCIES = "Redis Streams A2A transport requires optional dependencies. Install iac-code[a2a-redis]."
 MISSING_URL = "redis-url is required in --config for --transport redis-streams."
@@ -45,7 +43,7 @@ class RedisTransportConfig(BaseModel):
     redis_concurrency: int = Field(64, ge=1, description="Requests one server process serves at once.")
 
 
-def create_transport(kernel: Kernel) -> TransportServer:
+def create_transport(kernel: PluginContext) -> TransportServer:
     """Build the Redis Streams transport for ``kernel`` (the URL is checked before anything is imported)."""
     if not str(getattr(kernel.config, "redis_url", "") or "").strip():
         raise StartupError(MISSING_URL)

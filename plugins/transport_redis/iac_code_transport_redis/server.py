@@ -47,12 +47,19 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
 
-from iac_code import jsonio
-from iac_code.errors import StartupError
-from iac_code.framing import dumps, error_response, log_client_error, request_id_of, serve_frame
-from iac_code.log_limits import RateLimitedLog
-from iac_code.records import InterfaceInfo
-from iac_code.url_credentials import redis_location, url_secrets
+from iac_code.api import (
+    InterfaceInfo,
+    RateLimitedLog,
+    StartupError,
+    dumps,
+    error_response,
+    jsonio,
+    log_client_error,
+    redis_location,
+    request_id_of,
+    serve_frame,
+    url_secrets,
+)
 from iac_code_transport_redis.common import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
@@ -65,7 +72,7 @@ from iac_code_transport_redis.common import (
 )
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.api import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +131,7 @@ class _Reply:
 class RedisStreamsTransport:
     """A :class:`~iac_code.records.TransportServer` reading one request stream through a consumer group."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: PluginContext) -> None:
         config = kernel.config
         self.kernel = kernel
         self.url = str(getattr(config, "redis_url", "") or "").strip()

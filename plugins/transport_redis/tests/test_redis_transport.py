@@ -25,8 +25,7 @@ from iac_code_transport_redis.client import RedisStreamsClient
 from iac_code_transport_redis.plugin import MISSING_URL
 from iac_code_transport_redis.server import interface_url
 
-from iac_code.dispatcher import CallInfo
-from iac_code.errors import StartupError
+from iac_code.api import CallInfo, StartupError
 from iac_code.testing import (
     RunningServer,
     free_port,
