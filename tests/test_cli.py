@@ -235,6 +235,79 @@ async def test_failed_plugin_needed_by_config_stops_startup(site: Path) -> None:
     assert "Traceback" not in err
 
 
+# Plugins that declare the plugin API version they were built for (``IAC_CODE_API_VERSION``).
+VERSIONED_ROUTE = '''
+from aiohttp import web
+from iac_code.api import HttpRouteSpec, TransportSpec, hookimpl
+
+IAC_CODE_API_VERSION = {declared}
+
+
+@hookimpl
+def iac_code_transports():
+    return [TransportSpec(name={name!r}, create=lambda context: None)]
+
+
+@hookimpl
+def iac_code_http_routes(kernel):
+    async def hello(request):
+        return web.json_response({{"hello": {name!r}}})
+    return [HttpRouteSpec("GET", "/versioned/{name}", hello)]
+'''
+API_TOO_NEW = "built for plugin API 2.0; this iac-code provides API 1.0"
+
+
+@pytest.fixture
+def versioned_site(tmp_path: Path) -> Path:
+    """Four installed plugins: built for API 1.0 (current), 2.0 and 1.9 (too new), and one whose declaration is malformed."""
+    site = tmp_path / "versioned-site"
+    site.mkdir()
+    for dist, name, declared in (("current-plugin", "current", '"1.0"'), ("future-plugin", "future", '"2.0"'),
+                                 ("newer-plugin", "newer", '"1.9"'), ("sloppy-plugin", "sloppy", "1.0")):
+        _install(site, dist, "4.5.6", {name: f"{name}_api_plugin"},
+                 {f"{name}_api_plugin": VERSIONED_ROUTE.format(declared=declared, name=name)})
+    return site
+
+
+async def test_plugins_built_for_another_api_version_are_listed_as_failed(versioned_site: Path) -> None:
+    code, out, err = await run("a2a", "--plugins", "list", "--output", "json", env=_env(versioned_site))
+    assert code == 0, err
+    plugins = {p["name"]: p for p in json.loads(out)["plugins"]}
+    assert plugins["current"]["status"] == "active" and plugins["current"]["reason"] == ""
+    assert plugins["current"]["hooks"] == ["iac_code_http_routes", "iac_code_transports"]
+    assert {k: plugins["future"][k] for k in ("distribution", "version", "status", "reason", "hooks")} == {
+        "distribution": "future-plugin", "version": "4.5.6", "status": "failed", "reason": API_TOO_NEW, "hooks": []}
+    assert plugins["newer"]["status"] == "failed"
+    assert plugins["newer"]["reason"] == "built for plugin API 1.9; this iac-code provides API 1.0"
+    assert plugins["sloppy"]["status"] == "failed"
+    assert plugins["sloppy"]["reason"] == "declares IAC_CODE_API_VERSION = 1.0, which is not a 'MAJOR.MINOR' string"
+    # Every first-party plugin declares the API it is built for, and this kernel provides it.
+    assert all(p["status"] == "active" for p in plugins.values() if p["distribution"].startswith("iac-code"))
+
+    code, out, err = await run("a2a", "--plugins", "list", env=_env(versioned_site))
+    assert code == 0, err
+    by_name = {r.split()[0]: r for r in out.strip().splitlines()[1:]}
+    assert f"failed: {API_TOO_NEW}" in by_name["future"] and "active" in by_name["current"]
+
+
+async def test_server_starts_without_a_plugin_built_for_another_api(versioned_site: Path) -> None:
+    async with serving(env=_env(versioned_site)) as (url, lines), aiohttp.ClientSession() as http:
+        assert any(f"Plugin future (future-plugin 4.5.6) failed to load and is not used: {API_TOO_NEW}" in line
+                   for line in lines)
+        async with http.get(url + "versioned/current") as r:
+            assert await r.json() == {"hello": "current"}
+        async with http.get(url + "versioned/future") as r:  # not registered: its route is not there
+            assert r.status == 404
+
+
+async def test_a_needed_plugin_built_for_another_api_stops_startup(versioned_site: Path) -> None:
+    code, _, err = await run("a2a", "--transport", "future", env=_env(versioned_site))
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert "Plugin 'future' (future-plugin 4.5.6)" in last and API_TOO_NEW in last
+    assert "Traceback" not in err
+
+
 async def test_removed_flags_are_rejected() -> None:
     code, _, err = await run("a2a", "--token", "x")
     assert code == 2

@@ -4,7 +4,11 @@ The kernel never spells ``pm.hook.<name>``: it asks :class:`Plugins` for
 transports, decoders, runtimes and so on. Built-in features are registered
 from :data:`iac_code.builtin.BUILTIN_PLUGINS` through the same manager as
 installed plugins; every entry point is loaded in its own ``try`` so a broken
-install is reported by name and the rest keep working.
+install is reported by name and the rest keep working. An installed plugin that
+declares a plugin API version (``IAC_CODE_API_VERSION``) this kernel does not
+provide is not registered either: it is ``failed`` with the reason, like a
+broken one. One that declares nothing is taken as compatible (see
+:mod:`iac_code.api`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import pluggy
 
 from iac_code import hookspecs
+from iac_code.api_version import API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.errors import StartupError
 from iac_code.records import (
     AgentRuntimeSpec,
@@ -131,6 +136,15 @@ class Provided(Generic[T]):
     distribution: str
 
 
+_UNDECLARED = object()
+
+
+def _api_version_problem(plugin: object) -> str | None:
+    """Why ``plugin``'s declared ``IAC_CODE_API_VERSION`` rules it out; ``None`` when it fits or declares none."""
+    declared = getattr(plugin, API_VERSION_ATTRIBUTE, _UNDECLARED)
+    return None if declared is _UNDECLARED else api_version_problem(declared)
+
+
 def _short_reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -195,9 +209,12 @@ class Plugins:
             return
         try:
             plugin = ep.load()
-            self._register(plugin, name, dist, version, builtin=False)
+            reason = _api_version_problem(plugin)
+            if reason is None:
+                self._register(plugin, name, dist, version, builtin=False)
         except Exception as exc:  # a broken plugin must not take the host down
             reason = _short_reason(exc)
+        if reason is not None:
             self._infos[name] = PluginInfo(name, dist, version, False, "failed", reason)
             # Reported by whoever knows whether it matters: a start that needs it fails naming it,
             # the CLI warns of it otherwise, and ``--plugins list`` shows it as failed.
