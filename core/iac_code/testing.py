@@ -7,7 +7,10 @@ the installed plugins plus any extra plugin objects, and stops it afterwards::
         async with aiohttp.ClientSession() as s:
             await s.get(server.url + "health")
 
-Nothing here mocks the network: the server is the same one ``iac-code a2a`` runs.
+``connect_client`` opens a2a-sdk's own ``Client`` on such a server, ``ScriptedRuntime``
+is an agent runtime that plays back runtime events, and ``run_cli`` runs the ``iac-code``
+command line as a process. The pytest plugin :mod:`iac_code.pytest_plugin` wraps them in
+fixtures. Nothing here mocks the network: the server is the same one ``iac-code a2a`` runs.
 """
 
 from __future__ import annotations
@@ -15,15 +18,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
+import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from iac_code.config import build_config_model, load_config, normalise_keys
+from iac_code.hookspecs import hookimpl
 from iac_code.kernel import Kernel
 from iac_code.plugins import Plugins
+from iac_code.records import AgentRuntimeSpec
+from iac_code.runtime import RuntimeEvent, TextDelta, TurnFailed, TurnRequest
 
 A2A_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 
@@ -166,6 +176,132 @@ async def send_and_answer(post: Any, body: dict[str, Any], decision: str = "allo
             envelope, decision, message_id=f"{body['params']['message']['messageId']}-answer-{n}"))
         task = reply["result"]["task"]
     raise AssertionError(f"the turn asked more than {max_questions} permissions")
+
+
+# --------------------------------------------------------------------------- a2a-sdk clients
+
+CLIENT_BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
+"""The A2A bindings :func:`connect_client` speaks (``GRPC`` needs ``transport: [http, grpc]`` and a2a-sdk[grpc])."""
+
+
+@contextlib.asynccontextmanager
+async def connect_client(server: RunningServer | str, *, binding: str = "JSONRPC", streaming: bool = True,
+                         headers: Mapping[str, str] | None = None, interceptors: Sequence[Any] = (),
+                         timeout: float = 30.0) -> AsyncIterator[Any]:
+    """a2a-sdk's own ``Client`` for ``server`` (a :class:`RunningServer` or its URL), closed on exit.
+
+    Built the way any A2A client builds it: ``ClientFactory.create_from_url`` fetches the served
+    Agent Card and picks the card's interface for ``binding``. ``headers`` (credentials, say) go
+    on every HTTP request, the card's included; a gRPC client gets them through ``interceptors``.
+    """
+    import httpx
+    from a2a.client import ClientConfig, ClientFactory
+
+    if binding not in CLIENT_BINDINGS:
+        raise ValueError(f"binding must be one of {', '.join(CLIENT_BINDINGS)}, not {binding!r}")
+    url = server if isinstance(server, str) else server.url
+    async with httpx.AsyncClient(timeout=timeout, headers=dict(headers or {})) as http:
+        config = ClientConfig(streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding])
+        if binding == "GRPC":
+            import grpc
+
+            config.grpc_channel_factory = grpc.aio.insecure_channel
+        client = await ClientFactory(config).create_from_url(url, interceptors=list(interceptors) or None)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+# --------------------------------------------------------------------------- a scripted agent runtime
+
+
+class ScriptedRuntime:
+    """An agent runtime that plays back scripted runtime events: one script per turn, in order.
+
+    It is its own plugin (it implements ``iac_code_agent_runtimes``): register it with a server
+    and select it with ``agent-runtime: <name>`` (:attr:`settings`). Each turn's
+    ``TurnRequest`` is kept in :attr:`turns`, so a test sees exactly what the kernel handed the
+    runtime (the prompt its part decoders built, the history, the metadata). A turn with no
+    script left ends in ``TurnFailed`` saying so, which the caller sees as a failed task.
+    """
+
+    def __init__(self, *scripts: Sequence[RuntimeEvent | str], name: str = "scripted") -> None:
+        self.name = name
+        self.turns: list[TurnRequest] = []
+        self._scripts: deque[tuple[RuntimeEvent, ...]] = deque()
+        for events in scripts:
+            self.script(*events)
+
+    def script(self, *events: RuntimeEvent | str) -> ScriptedRuntime:
+        """Queue the events of one more turn (a ``str`` is short for ``TextDelta(str)``); returns ``self``."""
+        self._scripts.append(tuple(TextDelta(e) if isinstance(e, str) else e for e in events))
+        return self
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The settings that select this runtime: ``{"agent-runtime": name}``."""
+        return {"agent-runtime": self.name}
+
+    async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        self.turns.append(turn)
+        if not self._scripts:
+            yield TurnFailed(f"The scripted runtime has no script left for turn {len(self.turns)}.")
+            return
+        for event in self._scripts.popleft():
+            yield event
+
+    @hookimpl
+    def iac_code_agent_runtimes(self) -> list[AgentRuntimeSpec]:
+        return [AgentRuntimeSpec(name=self.name, create_runtime=lambda context: self,
+                                 description="Plays back the runtime events a test scripted.")]
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """One finished ``iac-code`` process: exit ``code``, standard output and standard error."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        """Standard output parsed as JSON (for ``--output json``)."""
+        return json.loads(self.out)
+
+
+CLI_ENVIRONMENT_PREFIXES = ("IACCODE_A2A_", "IAC_CODE_A2A_")
+
+
+async def run_cli(*args: str, cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+                  stdin: bytes = b"", timeout: float = 60.0) -> CliResult:
+    """Run ``iac-code <args>`` as its own process, as a user would, and wait for it to exit.
+
+    It runs this interpreter's ``iac-code`` (so it sees the same installed plugins), with this
+    process's environment minus any ``IACCODE_A2A_*``/``IAC_CODE_A2A_*`` settings, plus ``env``.
+    The caller's event loop keeps running meanwhile, so servers the test started answer it.
+    A process still running after ``timeout`` seconds is killed and fails the call.
+    """
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(CLI_ENVIRONMENT_PREFIXES)}
+    environment.update(env or {})
+    if cwd is not None:
+        environment["PWD"] = str(Path(cwd).resolve())
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from iac_code.cli import main; main(prog_name='iac-code')", *args,
+        cwd=cwd, env=environment, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
+    except TimeoutError:
+        raise AssertionError(f"iac-code {' '.join(args)} did not exit within {timeout:g} s") from None
+    finally:
+        if process.returncode is None:  # timed out, or the test was cancelled: leave no process behind
+            process.kill()
+            await process.wait()
+    return CliResult(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
 # --------------------------------------------------------------------------- Redis
