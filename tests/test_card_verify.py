@@ -27,8 +27,6 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from google.protobuf.json_format import MessageToDict
-from jwcrypto import jwk
-
 from iac_code_a2a_client.card_verify import (
     JWKS_NOT_OBJECT,
     SUPPORTED_ALGORITHMS,
@@ -36,6 +34,7 @@ from iac_code_a2a_client.card_verify import (
     CardVerificationResult,
     CardVerifier,
 )
+from jwcrypto import jwk
 
 SECRET = "a-shared-card-signing-secret-of-32+bytes"
 OTHER_SECRET = "another-card-signing-secret-of-32+bytes"

@@ -404,7 +404,6 @@ def test_route_snapshot_is_private(tmp_path: Path) -> None:
 def test_interfaces_bound_to_all_addresses_are_reached_at_the_discovered_host() -> None:
     # (On Linux 0.0.0.0 reaches this machine anyway, so a served card cannot show the difference.)
     from a2a.types.a2a_pb2 import AgentCard, AgentInterface
-
     from iac_code_a2a_client.connect import _replace_wildcard_hosts
 
     card = AgentCard(supported_interfaces=[
