@@ -1,7 +1,7 @@
 """Every documented install works: build every distribution's wheel, then, for each extra, install
 ``iac-code[extra]`` from those wheels into a fresh virtual environment (not the workspace), start
-the server with a configuration that uses the extra's feature, check ``--plugins list`` and send
-one message with a2a-sdk's client.
+the server with a configuration that uses the extra's feature, check ``--plugins list``, send
+one message with a2a-sdk's client and read the card with ``iac-code a2a-client``.
 
     uv run python .ci/check_wheels.py [--extras a2a,a2a-redis] [--keep]
 
@@ -40,7 +40,7 @@ def free_port() -> int:
 
 def extras_plan(prefix: str) -> dict[str, tuple[dict[str, object], set[str]]]:
     """extra → (the server settings that use its feature, the distributions ``--plugins list`` must show)."""
-    base = {"iac-code-transport-http", "iac-code-push-file", "iac-code-runtime-offline"}
+    base = {"iac-code-transport-http", "iac-code-push-file", "iac-code-runtime-offline", "iac-code-a2a-client"}
     redis = "redis://127.0.0.1:6379/15"
     return {
         "a2a": ({}, base),
@@ -149,6 +149,12 @@ def check_extra(extra: str, settings: dict[str, object], expected: set[str], ker
             problems.append(f"SendMessage with a2a-sdk's client failed: {sent.stderr.strip()[-2000:]}")
         else:
             print(f"  SendMessage: {sent.stdout.strip()}")
+        discovered = run([str(iac_code), "a2a-client", "discover", "--url", url, "-o", "json"], env=env, cwd=work,
+                         timeout=60)
+        if discovered.returncode != 0:
+            problems.append(f"iac-code a2a-client discover failed: {discovered.stderr.strip()[-2000:]}")
+        else:
+            print(f"  a2a-client discover: {json.loads(discovered.stdout)['name']}")
     except RuntimeError as exc:
         problems.append(f"{exc}: {proc.stderr.read() if proc.stderr and proc.poll() is not None else ''}")
     finally:

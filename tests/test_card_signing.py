@@ -15,9 +15,9 @@ import yaml
 from a2a.types.a2a_pb2 import AgentCard
 from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
 from google.protobuf.json_format import ParseDict
+from iac_code_a2a_client.card_verify import CardVerifier
 from jwt import PyJWK
 
-from iac_code.card_verify import CardVerifier
 from iac_code.testing import A2A_HEADERS, start_server
 
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))

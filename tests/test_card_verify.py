@@ -1,4 +1,4 @@
-"""Agent Card signature verification (``iac_code.card_verify``) against cards signed by a2a-sdk's own signer.
+"""Agent Card signature verification (``iac_code_a2a_client.card_verify``) against cards signed by a2a-sdk's own signer.
 
 Every signed card here comes from ``a2a.utils.signing.create_agent_card_signer``, so a
 pass means our key selection plus a2a-sdk's verifier accept exactly what the SDK signs.
@@ -27,15 +27,14 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from google.protobuf.json_format import MessageToDict
-from jwcrypto import jwk
-
-from iac_code.card_verify import (
+from iac_code_a2a_client.card_verify import (
     JWKS_NOT_OBJECT,
     SUPPORTED_ALGORITHMS,
     CardVerificationError,
     CardVerificationResult,
     CardVerifier,
 )
+from jwcrypto import jwk
 
 SECRET = "a-shared-card-signing-secret-of-32+bytes"
 OTHER_SECRET = "another-card-signing-secret-of-32+bytes"

@@ -347,3 +347,54 @@ async def test_version_names_the_distribution_it_runs_from() -> None:
     dist = distribution("iac-code")
     assert out.startswith(f"iac-code, version {dist.version} (distribution iac-code {dist.version}: ")
     assert "A2A" in out and str(dist.locate_file("")) in out
+
+
+# ----------------------------------------------------------------------------- iac-code a2a-client, a plugin
+
+
+def _client_hidden(site: Path) -> Path:
+    """A site directory that hides the installed iac-code-a2a-client's entry point: its own metadata
+    for that distribution, without one, comes first on the path (Python uses the first it finds)."""
+    info = site / "iac_code_a2a_client-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: iac-code-a2a-client\nVersion: 0.1.0\n")
+    return site
+
+
+async def test_a2a_client_without_its_plugin_names_what_to_install(tmp_path: Path) -> None:
+    env = _env(_client_hidden(tmp_path / "site"))
+    code, out, err = await run("a2a-client", "call", "--url", "http://127.0.0.1:9/", "-p", "hi", env=env)
+    assert code == 2 and not out
+    assert err.splitlines() == ["Error: 'iac-code a2a-client' needs the plugin distribution iac-code-a2a-client, "
+                                "which is not installed. Install with: pip install 'iac-code[a2a]'"]
+    code, out, err = await run("--help", env=env)
+    assert code == 0, err
+    assert "a2a-client" not in out and "a2a " in out
+    code, _, err = await run("a2a-clint", env=env)  # any other unknown command stays click's usage error
+    assert code == 2 and "No such command 'a2a-clint'" in err and "pip install" not in err
+
+
+async def test_a2a_client_whose_plugin_cannot_be_imported_says_so(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "iac_code_a2a_client").mkdir(parents=True)  # a package of that name without the plugin module
+    (site / "iac_code_a2a_client" / "__init__.py").write_text("")
+    code, out, err = await run("a2a-client", "discover", "--url", "http://127.0.0.1:9/", env=_env(site))
+    assert code == 2 and not out
+    [line] = err.splitlines()
+    assert line.startswith("Error: 'iac-code a2a-client' comes with plugin 'a2a-client' (iac-code-a2a-client 0.1.0), "
+                           "which failed to load: ModuleNotFoundError")
+    assert line.endswith("Reinstall with: pip install 'iac-code[a2a]'")
+
+
+async def test_a2a_client_is_imported_only_when_it_runs() -> None:
+    """Every ``iac-code`` start loads the plugin's entry point; the client itself waits for its command."""
+    script = ("import sys\nfrom iac_code.plugins import Plugins\n"
+              "commands = Plugins.load().cli_commands()\n"
+              "print(sorted(commands), sorted(m for m in sys.modules if m.startswith('iac_code_a2a_client')))\n"
+              "commands['a2a-client'].record.load()\n"
+              "print('iac_code_a2a_client.commands' in sys.modules)\n")
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=_env(),
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().splitlines() == ["['a2a-client'] ['iac_code_a2a_client', 'iac_code_a2a_client.plugin']", "True"]

@@ -393,7 +393,7 @@ async def test_turn_metadata_is_sent_and_the_key_is_not_printed(ws: Path) -> Non
 
 
 def test_route_snapshot_is_private(tmp_path: Path) -> None:
-    from iac_code.client.routing import load_snapshot, parse_route, save_snapshot
+    from iac_code_a2a_client.routing import load_snapshot, parse_route, save_snapshot
 
     path = save_snapshot(tmp_path / "state", [parse_route("a=http://x;skills=s;tags=t")])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -404,8 +404,7 @@ def test_route_snapshot_is_private(tmp_path: Path) -> None:
 def test_interfaces_bound_to_all_addresses_are_reached_at_the_discovered_host() -> None:
     # (On Linux 0.0.0.0 reaches this machine anyway, so a served card cannot show the difference.)
     from a2a.types.a2a_pb2 import AgentCard, AgentInterface
-
-    from iac_code.client.connect import _replace_wildcard_hosts
+    from iac_code_a2a_client.connect import _replace_wildcard_hosts
 
     card = AgentCard(supported_interfaces=[
         AgentInterface(url="http://0.0.0.0:41242/", protocol_binding="JSONRPC"),

@@ -39,8 +39,8 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import A2AError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
+from iac_code_a2a_client.channel_transport import producer
 
-from iac_code.client.channel_transport import producer
 from iac_code.plugins import Plugins
 from iac_code.testing import permission_answer_request, redis_url, start_server
 

@@ -36,7 +36,7 @@ from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.background import spawn
 from iac_code.card import CardDocument
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
-from iac_code.config import in_conflict, without_effect
+from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
 from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY, CallInfo, JsonRpcDispatcher, protocol_error
 from iac_code.errors import ConfigProblems, StartupError
 from iac_code.framing import (
@@ -204,13 +204,34 @@ class PluginContext(Protocol):
 ContextFactory = Callable[[PluginContext], Any]
 """The shape of every ``create(context)`` factory in a component record."""
 
+
+def client_transports() -> dict[str, TransportSpec]:
+    """The installed transports that have a client side (``TransportSpec.connect``), by name and by alias.
+
+    For clients outside a server (``iac-code a2a-client``): each record's ``connect`` opens a
+    :class:`JsonRpcChannel` to a :class:`ClientTarget`.
+    """
+    from iac_code.plugins import Plugins
+
+    return {key: p.record for key, p in Plugins.load().transports().items() if p.record.connect is not None}
+
+
+def routers() -> dict[str, RouterSpec]:
+    """The installed routers by name (the built-in ``default`` among them), for a client that picks a remote agent."""
+    from iac_code.plugins import Plugins
+
+    return {key: p.record for key, p in Plugins.load().routers().items()}
+
+
 __all__ = [
     "ALREADY_WORKING",
     "ANONYMOUS_PRINCIPAL",
     "API_VERSION",
     "API_VERSION_ATTRIBUTE",
     "ARTIFACT_ROUTE_PREFIX",
+    "AUTH_ENV",
     "BINDING",
+    "DEFAULT_API_KEY_HEADER",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_RETAINED_EVENTS",
     "DELIVERY_CACHE_SIZE",
@@ -297,6 +318,7 @@ __all__ = [
     "WebSocketClient",
     "api_version_problem",
     "atomic_write",
+    "client_transports",
     "compat03",
     "decode_frame",
     "dumps",
@@ -324,10 +346,12 @@ __all__ = [
     "private_dir",
     "protocol_error",
     "public_jwks",
+    "read_config_file",
     "reader_limit",
     "redact",
     "redis_location",
     "request_id_of",
+    "routers",
     "run_tool",
     "seq_of",
     "serve_frame",

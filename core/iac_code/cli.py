@@ -80,25 +80,13 @@ class PluginCommands(click.Group):
                 # a2a-sdk reads its tracing switch when first imported: a client traces only when asked to.
                 os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
                 self.add_command(record.load(), cmd_name)
-        return super().get_command(ctx, cmd_name)
+            elif not ctx.resilient_parsing:
+                from iac_code.plugins import KNOWN_COMMANDS, Plugins, missing_command
 
-
-class _Main(PluginCommands):
-    """The top-level group; ``a2a-client`` is imported only when it runs (the server never pays for it)."""
-
-    LAZY = {"a2a-client": "iac_code.client.commands:client"}
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.LAZY})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.LAZY and cmd_name not in self.commands:
-            # a2a-sdk reads its tracing switch when first imported: a client traces only when asked to.
-            os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
-            import importlib
-
-            module, _, attr = self.LAZY[cmd_name].partition(":")
-            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+                command = " ".join(filter(None, (self.parent, cmd_name)))
+                if command in KNOWN_COMMANDS:  # a first-party command whose plugin is missing: say what to install
+                    click.echo(f"Error: {missing_command(command, Plugins.load())}", err=True)
+                    ctx.exit(STARTUP_EXIT_CODE)
         return super().get_command(ctx, cmd_name)
 
 
@@ -125,7 +113,7 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=PluginCommands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
               help="Show the version and the distribution it runs from, then exit.")
 def main() -> None:

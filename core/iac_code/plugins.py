@@ -64,6 +64,7 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
     "runtime-offline": "a2a",
     "llm": "a2a-llm",
     "runtime-llm": "a2a-llm",
+    "a2a-client": "a2a",
 }
 
 
@@ -76,6 +77,8 @@ KNOWN_TRANSPORTS: dict[str, str] = {
 }
 KNOWN_RUNTIMES: dict[str, str] = {"offline": "a2a", "llm": "a2a-llm"}
 KNOWN_TASK_STORES: dict[str, str] = {"local": "a2a", "redis": "a2a-redis"}
+# The commands first-party plugins add (as typed after ``iac-code``): the plugin and the distribution adding each.
+KNOWN_COMMANDS: dict[str, tuple[str, str]] = {"a2a-client": ("a2a-client", "iac-code-a2a-client")}
 
 
 def install_hint(component: str) -> str:
@@ -101,6 +104,17 @@ def not_available(kind: str, name: str, installed: Iterable[str], known: Mapping
     if close:
         return f"Unknown {kind.lower()} {key!r}: did you mean {close[0]!r}? (installed: {listed})"
     return f"Unknown {kind.lower()} {key!r} (installed: {listed}); a third-party one needs its plugin installed."
+
+
+def missing_command(command: str, plugins: Plugins) -> str:
+    """Why the first-party command ``command`` (a :data:`KNOWN_COMMANDS` key) is not available, in one line."""
+    plugin, distribution = KNOWN_COMMANDS[command]
+    broken = plugins.failed(plugin)
+    if broken is not None:
+        return (f"'iac-code {command}' comes with plugin {broken.name!r} ({broken.distribution} {broken.version}), "
+                f"which failed to load: {broken.reason}. Reinstall with: {install_hint(plugin)}")
+    return f"'iac-code {command}' needs the plugin distribution {distribution}, which is not installed. " \
+           f"Install with: {install_hint(plugin)}"
 
 
 @dataclass

@@ -21,10 +21,10 @@ from a2a.client import ClientCallContext
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, SendMessageRequest, SubscribeToTaskRequest
 from google.protobuf.json_format import ParseDict
 
-from iac_code.client import events as ev
-from iac_code.client.connect import Agent
-from iac_code.client.errors import ClientError, ExitCode, classify
-from iac_code.client.view import View
+from iac_code_a2a_client import events as ev
+from iac_code_a2a_client.connect import Agent
+from iac_code_a2a_client.errors import ClientError, ExitCode, classify
+from iac_code_a2a_client.view import View
 
 DECISIONS = ("allow_once", "deny")
 # metadata.iac_code.error.reason of a refused workspace, as the client's hint says it.

@@ -1,9 +1,9 @@
 """``iac-code a2a-client``: call remote A2A agents from a terminal or a script.
 
-Every subcommand resolves its settings (:mod:`iac_code.client.options`), opens an a2a-sdk
-client to the agent (:mod:`iac_code.client.connect`) and prints the result as rich text
+Every subcommand resolves its settings (:mod:`iac_code_a2a_client.options`), opens an a2a-sdk
+client to the agent (:mod:`iac_code_a2a_client.connect`) and prints the result as rich text
 or, with ``--output json``, as JSON. Failures print one line on stderr and exit with the
-code :class:`~iac_code.client.errors.ExitCode` documents (docs/client.md).
+code :class:`~iac_code_a2a_client.errors.ExitCode` documents (docs/client.md).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 
 import click
 
-from iac_code.client import events as ev
-from iac_code.client.errors import ClientError, ExitCode, classify
-from iac_code.client.options import Settings, load_client_config
+from iac_code_a2a_client import events as ev
+from iac_code_a2a_client.errors import ClientError, ExitCode, classify
+from iac_code_a2a_client.options import Settings, load_client_config
 
-logger = logging.getLogger("iac_code.client")
+logger = logging.getLogger("iac_code_a2a_client")
 
 MISSING_DEPENDENCIES = "A2A client dependencies are missing. Install with: pip install 'iac-code[a2a]'"
 OUTPUTS = ("text", "table", "json")
@@ -161,7 +161,7 @@ class _Run:
 
 
 def _view(settings: Settings) -> Any:
-    from iac_code.client.view import JsonView, TextView
+    from iac_code_a2a_client.view import JsonView, TextView
 
     output = settings.text("output", "text") or "text"
     if output not in OUTPUTS:
@@ -197,9 +197,9 @@ def client(ctx: click.Context, config_path: str, debug: bool) -> None:
 
 
 def _connector(r: _Run) -> Any:
-    from iac_code.card_verify import CardVerifier
-    from iac_code.client.connect import Auth, Connector
-    from iac_code.plugins import Plugins
+    from iac_code.api import client_transports
+    from iac_code_a2a_client.card_verify import CardVerifier
+    from iac_code_a2a_client.connect import Auth, Connector
 
     s = r.settings
     auth = Auth(token=s.text("token"), basic_username=s.text("basic_username"),
@@ -212,7 +212,7 @@ def _connector(r: _Run) -> Any:
     except ValueError as exc:
         raise ClientError(str(exc)) from None
     options = {k: s.get(k) for k in ("stdio_command", "redis_password") if s.get(k)}
-    return Connector(plugins=Plugins.load(), auth=auth, timeout=s.number("timeout", 30.0), verifier=verifier,
+    return Connector(transports=client_transports(), auth=auth, timeout=s.number("timeout", 30.0), verifier=verifier,
                      binding=s.text("binding"), options=options)
 
 
@@ -265,7 +265,7 @@ def _unary(r: _Run, call: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
 @_command
 def call(r: _Run) -> int:
     """Send a prompt to a remote agent (or answer its permission question) and show the turn."""
-    from iac_code.client.session import CallSession, message_request
+    from iac_code_a2a_client.session import CallSession, message_request
 
     s = r.settings
     answer = s.text("answer") if s.given("answer") else ""
@@ -335,9 +335,8 @@ def _cwd(value: str) -> str:
 
 
 def _route_url(s: Settings, prompt: str) -> str:
-    from iac_code.client.routing import RouteError, load_snapshot, parse_route, routes_from_config, select
-    from iac_code.plugins import Plugins
-    from iac_code.records import RouteQuery
+    from iac_code.api import RouteQuery
+    from iac_code_a2a_client.routing import RouteError, load_snapshot, parse_route, routes_from_config, select
 
     try:
         if s.given("route"):
@@ -351,7 +350,7 @@ def _route_url(s: Settings, prompt: str) -> str:
     if not routes and not s.text("route_name"):
         raise ClientError("url is required. Provide --url or url in --config, or configure --route/--route-name.",
                           ExitCode.USAGE)
-    router = _router(Plugins.load(), s.text("router"))
+    router = _router(s.text("router"))
     try:
         route, _ = select(router, routes, RouteQuery(name=s.text("route_name"), skill=s.text("skill"), prompt=prompt))
     except (RouteError, ValueError) as exc:
@@ -359,13 +358,15 @@ def _route_url(s: Settings, prompt: str) -> str:
     return route.url
 
 
-def _router(plugins: Any, name: str) -> Any:
-    routers = plugins.routers()
-    chosen = routers.get((name or "default").strip().lower())
+def _router(name: str) -> Any:
+    from iac_code.api import routers
+
+    installed = routers()
+    chosen = installed.get((name or "default").strip().lower())
     if chosen is None:
-        raise ClientError(f"Unknown router '{name}'. Installed: {', '.join(sorted(routers)) or 'none'}.",
+        raise ClientError(f"Unknown router '{name}'. Installed: {', '.join(sorted(installed)) or 'none'}.",
                           ExitCode.ROUTE)
-    return chosen.record
+    return chosen
 
 
 def _ask_permission(view: Any) -> Callable[[dict[str, Any]], str]:
@@ -735,9 +736,8 @@ def extended_card(r: _Run) -> int:
 @_command
 def route_preview(r: _Run) -> int:
     """Show which route a call would use: every candidate, its score and why, and the winner."""
-    from iac_code.client.routing import RouteError, parse_route, route_dict, save_snapshot, select
-    from iac_code.plugins import Plugins
-    from iac_code.records import RouteQuery
+    from iac_code.api import RouteQuery
+    from iac_code_a2a_client.routing import RouteError, parse_route, route_dict, save_snapshot, select
 
     s = r.settings
     specs = s.get("route") or ()
@@ -752,7 +752,7 @@ def route_preview(r: _Run) -> int:
         raise ClientError("--route-state-dir is required with --save-routes.", ExitCode.USAGE)
     if state_dir:
         save_snapshot(state_dir, routes)
-    router = _router(Plugins.load(), s.text("router"))
+    router = _router(s.text("router"))
     try:
         winner, candidates = select(router, routes, RouteQuery(name=s.text("name"), skill=s.text("skill"),
                                                                prompt=s.text("prompt")))

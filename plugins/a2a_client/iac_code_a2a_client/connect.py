@@ -27,11 +27,10 @@ from a2a.types.a2a_pb2 import AgentCard, AgentInterface
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from google.protobuf.json_format import ParseError
 
-from iac_code.card_verify import CardVerificationResult, CardVerifier
-from iac_code.client.channel_transport import producer
-from iac_code.client.errors import ClientError, ExitCode, classify, shown_url
-from iac_code.plugins import Plugins
-from iac_code.records import TransportSpec, normalise_name
+from iac_code.api import TransportSpec, normalise_name
+from iac_code_a2a_client.card_verify import CardVerificationResult, CardVerifier
+from iac_code_a2a_client.channel_transport import producer
+from iac_code_a2a_client.errors import ClientError, ExitCode, classify, shown_url
 
 HTTP_SCHEMES = ("http", "https")
 # Binding names as a user may write them for --binding, mapped to the card's protocolBinding values.
@@ -82,9 +81,13 @@ class Agent:
 
 @dataclass
 class Connector:
-    """Discovers cards and opens clients with one set of credentials, options and plugins."""
+    """Discovers cards and opens clients with one set of credentials, options and client transports.
 
-    plugins: Plugins
+    ``transports`` are the installed transports with a client side, by name and alias
+    (:func:`iac_code.api.client_transports`).
+    """
+
+    transports: Mapping[str, TransportSpec]
     auth: Auth = field(default_factory=Auth)
     timeout: float | None = 30.0
     verifier: CardVerifier = field(default_factory=CardVerifier)
@@ -94,12 +97,7 @@ class Connector:
     # ------------------------------------------------------------------ transports
 
     def _channel_specs(self) -> dict[str, TransportSpec]:
-        specs: dict[str, TransportSpec] = {}
-        for provided in self.plugins.transports().values():
-            spec = provided.record
-            if spec.connect is not None:
-                specs[spec.name] = spec
-        return specs
+        return {spec.name: spec for spec in self.transports.values()}
 
     def _executable(self) -> list[str]:
         """Bindings this client can execute, SDK ones first."""
@@ -117,17 +115,9 @@ class Connector:
         name = normalise_name(self.binding)
         if name in SDK_BINDINGS:
             return SDK_BINDINGS[name]
-        for provided in self.plugins.transports().values():
-            spec = provided.record
-            if name == spec.name or name in spec.aliases:
-                if spec.connect is None:
-                    break
-                return spec.name
-        names = set(SDK_BINDINGS)
-        for provided in self.plugins.transports().values():
-            if provided.record.connect is not None:
-                names.update((provided.record.name, *provided.record.aliases))
-        close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+        if name in self.transports:
+            return self.transports[name].name
+        close = difflib.get_close_matches(name, sorted({*SDK_BINDINGS, *self.transports}), n=1, cutoff=0.6)
         guess = f" Did you mean '{close[0]}'?" if close else ""
         raise ClientError(f"Unknown or non-executable binding '{self.binding}'.{guess} Executable: "
                           f"{', '.join(self._executable())}.", ExitCode.NO_INTERFACE)

@@ -14,7 +14,7 @@ import httpx
 from a2a.client.errors import A2AClientError, A2AClientTimeoutError
 from a2a.utils.errors import A2AError
 
-from iac_code.url_credentials import mask_url, url_secrets
+from iac_code.api import mask_url, url_secrets
 
 
 class ExitCode(enum.IntEnum):

@@ -3,7 +3,7 @@
 :class:`TextView` prints streamed assistant text as it arrives, tool activity as compact
 status lines (a spinner while a tool runs, on a terminal only), artifacts with size and
 path, the final state and usage. :class:`JsonView` prints one JSON object per event or
-result. Both read the JSON form of the events (:mod:`iac_code.client.events`).
+result. Both read the JSON form of the events (:mod:`iac_code_a2a_client.events`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from iac_code.client import events as ev
-from iac_code.client.errors import shown_url
+from iac_code_a2a_client import events as ev
+from iac_code_a2a_client.errors import shown_url
 
 
 def dumps(value: Any, *, indent: int | None = 2) -> str:

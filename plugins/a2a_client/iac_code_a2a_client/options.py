@@ -15,9 +15,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from iac_code.client.errors import ClientError
-from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, read_config_file
-from iac_code.errors import StartupError
+from iac_code.api import AUTH_ENV, DEFAULT_API_KEY_HEADER, StartupError, read_config_file
+from iac_code_a2a_client.errors import ClientError
 
 # Every key a client config may hold (one flat namespace shared by the subcommands).
 CONFIG_KEYS = frozenset({

@@ -2,7 +2,7 @@
 
 A route names a remote agent: ``name=url;skills=a,b;tags=x,y``. Which route a call uses is
 decided by a router plugin (``iac_code_routers``; the built-in ``default`` router scores
-name, skill and prompt matches, see :mod:`iac_code.builtin.default_router`).
+name, skill and prompt matches).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from iac_code.records import Route, RouteCandidate, RouteQuery, RouterSpec
-from iac_code.storage import atomic_write, private_dir
+from iac_code.api import Route, RouteCandidate, RouteQuery, RouterSpec, atomic_write, private_dir
 
 SNAPSHOT_FILE = "routes.json"
 

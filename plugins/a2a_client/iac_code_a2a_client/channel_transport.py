@@ -20,7 +20,7 @@ from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.types.a2a_pb2 import AgentCard, StreamResponse
 from a2a.utils.proto_utils import parse_lenient
 
-from iac_code.records import ClientTarget, JsonRpcChannel
+from iac_code.api import ClientTarget, JsonRpcChannel
 
 Connect = Callable[[ClientTarget], Awaitable[JsonRpcChannel]]
 
