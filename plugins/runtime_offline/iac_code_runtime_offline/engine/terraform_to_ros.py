@@ -90,7 +90,6 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
 }
 
 _PAY_AS_YOU_GO = {"PayAsYouGo": "PostPaid", "Subscription": "PrePaid", "PostPaid": "PostPaid", "PrePaid": "PrePaid"}
-_SLB_PAY = {"PayAsYouGo": "PayOnDemand", "Subscription": "PrePay", "PostPaid": "PayOnDemand", "PrePaid": "PrePay"}
 _SLB_CHARGE = {"PayByTraffic": "paybytraffic", "PayByBandwidth": "paybybandwidth"}
 
 # Terraform property -> (ROS property, transform name). Transforms are defined in _TRANSFORMS below.
@@ -166,7 +165,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vswitch_id": ("VSwitchId", "value"),
         "load_balancer_spec": ("LoadBalancerSpec", "value"),
         "specification": ("LoadBalancerSpec", "value"),
-        "payment_type": ("PayType", "slb_pay"),
+        "payment_type": ("", "slb_pay"),
         "internet_charge_type": ("InternetChargeType", "slb_charge"),
         "bandwidth": ("Bandwidth", "int"),
         "master_zone_id": ("MasterZoneId", "value"),
@@ -276,7 +275,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vpc_id": ("VpcId", "value"),
         "zone_id": ("ZoneId", "value"),
         "security_ips": ("SecurityIPList", "csv"),
-        "zone_id_slave_a": ("ZoneIdSlave1", "value"),
+        "zone_id_slave_a": ("SlaveZoneIds", "as_list"),
         "instance_name": ("DBInstanceDescription", "value"),
         "instance_charge_type": ("PayType", "value"),
         "tags": ("Tags", "tag_map"),
@@ -323,7 +322,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vpc_id": ("VpcId", "value"),
         "zone_id": ("ZoneId", "value"),
         "security_ips": ("SecurityIPList", "csv"),
-        "description": ("ClusterDescription", "value"),
+        "description": ("DBClusterDescription", "value"),
         "tags": ("Tags", "tag_list"),
     },
     "alicloud_alidns_record": {
@@ -343,7 +342,6 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "description": ("Description", "value"),
         "zone_id": ("ZoneId", "value"),
         "capacity": ("Capacity", "int"),
-        "kms_key_id": ("KmsKeyId", "value"),
         "tags": ("Tags", "tag_list"),
     },
     "alicloud_nas_mount_target": {
@@ -812,7 +810,8 @@ class _Converter:
             except _Unmappable as exc:
                 self.warnings.append(f"{address}: property {key} was not converted ({exc})")
                 continue
-            _put(props, ros_name, value)
+            if ros_name:
+                _put(props, ros_name, value)
         if tf_type == "alicloud_slb_listener":
             props.setdefault("Bandwidth", -1)  # the provider's default; ROS requires it
         if tf_type == "alicloud_nas_mount_target":
@@ -1078,6 +1077,13 @@ def _single_block(value: Any) -> dict[str, Any]:
     raise _Unmappable("expected one nested block")
 
 
+def _t_slb_pay(conv: _Converter, value: Any, where: str) -> Any:
+    """ROS creates pay-as-you-go SLB instances and has no property to say otherwise: only that value converts."""
+    if value in ("PayAsYouGo", "PostPaid"):
+        return None
+    raise _Unmappable(f"value {value!r}: ROS creates pay-as-you-go SLB instances only")
+
+
 def _t_alb_billing(conv: _Converter, value: Any, where: str) -> Any:
     """load_balancer_billing_config { pay_type } → LoadBalancerBillingConfig {PayType}."""
     block = _single_block(value)
@@ -1215,7 +1221,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "tag_list": _t_tag_list,
     "tag_map": _t_tag_map,
     "pay": _mapped(_PAY_AS_YOU_GO),
-    "slb_pay": _mapped(_SLB_PAY),
+    "slb_pay": _t_slb_pay,
     "slb_charge": _mapped(_SLB_CHARGE),
     "alb_billing": _t_alb_billing,
     "alb_zones": _t_alb_zones,

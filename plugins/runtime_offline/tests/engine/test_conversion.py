@@ -154,7 +154,8 @@ def test_load_balancers() -> None:
     res = result.template["Resources"]
     assert res["Slb"] == {"Type": "ALIYUN::SLB::LoadBalancer", "Properties": {
         "LoadBalancerName": "classic", "AddressType": "intranet", "LoadBalancerSpec": "slb.s2.small",
-        "VSwitchId": {"Ref": "A"}, "PayType": "PayOnDemand", "InternetChargeType": "paybytraffic", "VpcId": {"Ref": "Vpc"}}}
+        "VSwitchId": {"Ref": "A"}, "InternetChargeType": "paybytraffic", "VpcId": {"Ref": "Vpc"}}}
+    assert not any("payment_type" in warning for warning in result.warnings)  # "PayAsYouGo" is what ROS creates anyway
     alb = res["Alb"]
     assert alb["Type"] == "ALIYUN::ALB::LoadBalancer"
     assert alb["Properties"]["LoadBalancerBillingConfig"] == {"PayType": "PayAsYouGo"}
