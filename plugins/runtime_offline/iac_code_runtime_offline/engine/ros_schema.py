@@ -321,6 +321,12 @@ def _check_parameters(parameters: Any, problems: list[str]) -> None:
             problems.append(f"Parameters.{name}: missing or unknown Type")
 
 
+def _rule_properties(ros_type: str) -> frozenset[str]:
+    """The properties the rostran rules list for a type (read only when the hand-written schema does not know one)."""
+    rule = ros_rule(ros_type)
+    return rule.properties if rule is not None else frozenset()
+
+
 def _check_resource(name: str, resource: Any, problems: list[str]) -> None:
     """Type known, required properties present, no unknown properties, simple value types."""
     if not isinstance(resource, dict):
@@ -345,10 +351,9 @@ def _check_resource(name: str, resource: Any, problems: list[str]) -> None:
         return
     for required in sorted(schema.required - set(properties)):
         problems.append(f"Resources.{name}: missing required property {required!r} for {ros_type}")
-    known = ros_rule(ros_type)
     for prop, value in properties.items():
         kind = schema.properties.get(prop)
-        if kind is None and known is not None and prop in known.properties:
+        if kind is None and prop in _rule_properties(ros_type):
             continue  # a real property this schema does not type
         if kind is None:
             problems.append(f"Resources.{name}: unknown property {prop!r} for {ros_type}")
