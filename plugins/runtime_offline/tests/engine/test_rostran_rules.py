@@ -46,21 +46,24 @@ TERRAFORM_ARGUMENTS_MISSING_FROM_RULES = {
 _META = frozenset({"depends_on", "count", "for_each", "lifecycle", "provider"})
 
 
+def _cases(path: Path) -> list[Any]:
+    """The cases of a corpus file: a YAML list, or the lists under the keys of a YAML mapping."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        return [case for value in data.values() if isinstance(value, list) for case in value]
+    return data if isinstance(data, list) else []
+
+
 def _corpus_files() -> list[Path]:
-    """Every generation corpus: a YAML list of cases with a "prompt" (any file name with "corpus" in it)."""
-    files = []
-    for path in sorted(HERE.rglob("*corpus*.y*ml")):
-        cases = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if isinstance(cases, list) and any(isinstance(case, dict) and isinstance(case.get("prompt"), str)
-                                           for case in cases):
-            files.append(path)
-    return files
+    """Every generation corpus under tests/engine: a file with "corpus" in its name holding cases with a "prompt"."""
+    return [path for path in sorted(HERE.rglob("*corpus*.y*ml"))
+            if any(isinstance(case, dict) and isinstance(case.get("prompt"), str) for case in _cases(path))]
 
 
 def _prompts() -> Iterator[tuple[str, list[str]]]:
     """(id, prompts of one conversation): "previous" prompts, when a case has them, come first."""
     for path in _corpus_files():
-        for index, case in enumerate(yaml.safe_load(path.read_text(encoding="utf-8"))):
+        for index, case in enumerate(_cases(path)):
             if not (isinstance(case, dict) and isinstance(case.get("prompt"), str)):
                 continue
             previous = case.get("previous") or []
