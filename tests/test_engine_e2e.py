@@ -238,3 +238,34 @@ async def test_each_family_generate_edit_review_convert(family: str, tmp_path: P
 
         fourth = await turn(http, server, message(f"convert {tf_file} to ROS", "m4", ctx, tmp_path))
         assert converts_to in resource_types(fenced(answer_text(fourth)))
+
+
+BEYOND_THE_CATALOG = '''
+resource "alicloud_vpc" "main" {
+  vpc_name   = "search"
+  cidr_block = "10.0.0.0/16"
+  dry_run    = true
+}
+
+resource "alicloud_elasticsearch_instance" "search" {
+  data_node_spec = "elasticsearch.sn2ne.large"
+  description    = "search"
+}
+
+resource "random_password" "pw" {
+  length = 16
+}
+'''
+
+
+async def test_conversion_names_what_it_did_not_map(tmp_path: Path) -> None:
+    """A type outside the catalog converts by the rostran rules; the reply names the type and the argument left out."""
+    (tmp_path / "search.tf").write_text(BEYOND_THE_CATALOG)
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        task = await turn(http, server, message("convert search.tf to ROS", "m1", "ctx-beyond", tmp_path))
+        text = answer_text(task)
+        converted = fenced(text)
+        assert converted["Resources"]["Search"] == {"Type": "ALIYUN::ElasticSearch::Instance", "Properties": {
+            "DataNode": {"Spec": "elasticsearch.sn2ne.large"}, "Description": "search"}}
+        assert "random_password.pw: resource type not supported" in text
+        assert "alicloud_vpc.main.dry_run: no ROS mapping" in text

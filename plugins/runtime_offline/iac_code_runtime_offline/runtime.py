@@ -220,6 +220,8 @@ class Session:
         yield TextDelta(f"```yaml\n{result.text.rstrip()}\n```\n")
         if result.unconverted:
             yield self._say(self.t(m.NOT_CONVERTED, items="; ".join(result.unconverted)))
+        if result.unmapped_properties:  # arguments of converted resources that are not in the template
+            yield self._say(self.t(m.NOT_CONVERTED, items="; ".join(result.unmapped_properties)))
         if result.converted:
             self._remember(result.text, "converted.ros.yaml", "ros-yaml")
             async for event in self._save("converted.ros.yaml", result.text):

@@ -112,7 +112,8 @@ class ConvertTerraform:
 
         result = convert(str(tool_input.get("text", "")))
         return ToolOutcome(result={"converted": list(result.converted), "unconverted": list(result.unconverted),
-                                   "warnings": list(result.warnings)}, private=result)
+                                   "warnings": list(result.warnings), "unmapped_types": list(result.unmapped_types),
+                                   "unmapped_properties": list(result.unmapped_properties)}, private=result)
 
 
 class ReadFile:

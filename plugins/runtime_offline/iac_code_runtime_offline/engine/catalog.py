@@ -31,6 +31,8 @@ RESOURCE_TYPES: dict[str, tuple[str, str]] = {
     "rds": ("ALIYUN::RDS::DBInstance", "alicloud_db_instance"),
     "rds_account": ("ALIYUN::RDS::Account", "alicloud_rds_account"),
     "redis": ("ALIYUN::REDIS::Instance", "alicloud_kvstore_instance"),
+    # ROS sets a Redis whitelist with a resource of its own; Terraform with the instance's `security_ips`.
+    "redis_whitelist": ("ALIYUN::REDIS::Whitelist", ""),
     "oss_bucket": ("ALIYUN::OSS::Bucket", "alicloud_oss_bucket"),
     "mongodb": ("ALIYUN::MONGODB::Instance", "alicloud_mongodb_instance"),
     "polardb": ("ALIYUN::POLARDB::DBCluster", "alicloud_polardb_cluster"),

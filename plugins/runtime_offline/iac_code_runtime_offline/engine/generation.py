@@ -1073,7 +1073,8 @@ def building_blocks(spec: dict[str, Any]) -> list[str]:
         blocks += ["nat_gateway", "eip", "eip_association", "snat_entry"]
     elif spec["eip"]:
         blocks += ["eip", "eip_association"] if spec["ecs"] else ["eip"]
-    blocks += [name for name, key in (("rds", "rds"), ("redis", "redis"), ("oss_bucket", "oss")) if spec[key]]
+    blocks += [name for name, key in (("rds", "rds"), ("redis", "redis"), ("redis_whitelist", "redis"), ("oss_bucket", "oss"))
+               if spec[key]]
     if spec.get("mongodb"):
         blocks.append("mongodb")
     if spec.get("polardb"):
@@ -1253,7 +1254,7 @@ def _ros_load_balancer(ros: _Ros) -> None:
         return
     ros.add("LoadBalancer", "slb", {"LoadBalancerName": "iac-code-slb", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
                                     "AddressType": "internet" if lb["public"] else "intranet",
-                                    "LoadBalancerSpec": "slb.s1.small", "PayType": "PayOnDemand"})
+                                    "LoadBalancerSpec": "slb.s1.small"})
     ros.output("LoadBalancerId", "ID of the SLB instance.", _att("LoadBalancer", "LoadBalancerId"))
     ros.output("LoadBalancerAddress", "IP address of the SLB instance.", _att("LoadBalancer", "IpAddress"))
     _ros_slb_backends(ros)
@@ -1357,7 +1358,9 @@ def _ros_data(ros: _Ros) -> None:
         password = ros.password("RedisPassword", "Password of the Redis instance.")
         ros.add("Redis", "redis", {"InstanceName": "iac-code-redis", "InstanceClass": redis["class"],
                                    "EngineVersion": redis["version"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
-                                   "ZoneId": _ref("ZoneId1"), "Password": password, "SecurityIps": spec["vpc"]["cidr"]})
+                                   "ZoneId": _ref("ZoneId1"), "Password": password})
+        ros.add("RedisWhitelist", "redis_whitelist", {"InstanceId": _ref("Redis"), "SecurityIps": spec["vpc"]["cidr"]},
+                taggable=None)
         ros.output("RedisInstanceId", "ID of the Redis instance.", _att("Redis", "InstanceId"))
         ros.output("RedisConnectionDomain", "Connection domain of the Redis instance.", _att("Redis", "ConnectionDomain"))
     if spec["oss"]:
@@ -1449,7 +1452,7 @@ def _ros_databases(ros: _Ros) -> None:
         ros.add("PolarDB", "polardb", {
             "DBType": polar["engine"], "DBVersion": polar["version"], "DBNodeClass": polar["class"], "PayType": "Postpaid",
             "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"),
-            "SecurityIPList": spec["vpc"]["cidr"], "ClusterDescription": "iac-code-polardb"}, taggable="list")
+            "SecurityIPList": spec["vpc"]["cidr"], "DBClusterDescription": "iac-code-polardb"}, taggable="list")
         ros.output("PolarDBClusterId", "ID of the PolarDB cluster.", _att("PolarDB", "DBClusterId"))
         ros.output("PolarDBConnectionString", "Connection string of the PolarDB cluster.",
                    _att("PolarDB", "ClusterConnectionString"))

@@ -366,7 +366,7 @@ _ROS_SERVICES = frozenset(
     RESOURCEMANAGER ROCKETMQ ROS SAE SAG SCDN SLB SLS SMARTAG TAG TSDB VOD VPC WAF""".split()
 )
 _ROS_TAGGABLE = frozenset(
-    ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry",
+    ROS_TYPES - {"ALIYUN::ECS::SecurityGroupIngress", "ALIYUN::VPC::EIPAssociation", "ALIYUN::VPC::SnatEntry", "ALIYUN::REDIS::Whitelist",
                  "ALIYUN::SLB::Listener", "ALIYUN::SLB::BackendServerAttachment", "ALIYUN::ALB::Listener",
                  "ALIYUN::ALB::BackendServerAttachment", "ALIYUN::RDS::Account", "ALIYUN::SLS::Logstore",
                  "ALIYUN::DNS::DomainRecord", "ALIYUN::NAS::MountTarget",

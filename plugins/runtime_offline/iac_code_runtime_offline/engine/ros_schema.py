@@ -1,5 +1,8 @@
 """A small, plain-Python schema of the ROS resource types the engine supports, and a validator.
 
+Types outside the catalog (a conversion maps every type Alibaba Cloud's rostran rules know) are checked
+against those rules' property and attribute names (:mod:`.rostran_rules`); their values are not typed.
+
 Why plain Python instead of jsonschema: the checks we need (unknown types, required/unknown
 properties, dangling ``Ref``/``Fn::GetAtt``) are cross-references a JSON schema cannot express,
 and it keeps the engine free of an extra dependency.
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iac_code_runtime_offline.engine.catalog import ROS_TYPES
+from iac_code_runtime_offline.engine.rostran_rules import ros_rule
 
 TOP_LEVEL_KEYS = frozenset({
     "ROSTemplateFormatVersion", "Description", "Metadata", "Parameters", "Mappings", "Conditions", "Rules",
@@ -69,7 +73,7 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
     }, {"InstanceId", "PrivateIp", "PublicIp", "ZoneId", "HostName", "InnerIp"}),
     "ALIYUN::SLB::LoadBalancer": _schema(set(), {
         "VpcId": "string", "VSwitchId": "string", "AddressType": "string", "LoadBalancerSpec": "string",
-        "LoadBalancerName": "string", "PayType": "string", "InternetChargeType": "string", "Bandwidth": "integer",
+        "LoadBalancerName": "string", "InstanceChargeType": "string", "InternetChargeType": "string", "Bandwidth": "integer",
         "MasterZoneId": "string", "SlaveZoneId": "string", "DeletionProtection": "boolean", "AddressIPVersion": "string",
         **_TAGS,
     }, {"LoadBalancerId", "IpAddress", "NetworkType", "AddressType"}),
@@ -104,7 +108,7 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         }, {"LoadBalancerId", "DNSName", "AddressType"}),
     "ALIYUN::VPC::NatGateway": _schema({"VpcId", "VSwitchId"}, {
         "VpcId": "string", "VSwitchId": "string", "NatType": "string", "NatGatewayName": "string",
-        "InternetChargeType": "string", "Spec": "string", "Description": "string", "DeletionProtection": "boolean",
+        "InternetChargeType": "string", "Description": "string", "DeletionProtection": "boolean",
         "NetworkType": "string", "EipBindMode": "string", **_TAGS,
     }, {"NatGatewayId", "SNatTableId", "ForwardTableId"}),
     "ALIYUN::VPC::EIP": _schema(set(), {
@@ -112,7 +116,7 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "Isp": "string", "Netmode": "string", "InstanceChargeType": "string", "DeletionProtection": "boolean", **_TAGS,
     }, {"AllocationId", "EipAddress", "Isp", "Bandwidth"}),
     "ALIYUN::VPC::EIPAssociation": _schema({"AllocationId", "InstanceId"}, {
-        "AllocationId": "string", "InstanceId": "string", "InstanceType": "string", "PrivateIpAddress": "string",
+        "AllocationId": "string", "InstanceId": "string", "PrivateIpAddress": "string",
         "Mode": "string",
     }, {"AllocationId", "EipAddress"}),
     "ALIYUN::VPC::SnatEntry": _schema({"SnatTableId", "SnatIp"}, {
@@ -128,15 +132,18 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "SecurityIPList": "string", "VpcId": "string", "VSwitchId": "string", "ZoneId": "string",
         "DBInstanceNetType": "string", "DBInstanceStorageType": "string", "DBInstanceDescription": "string",
         "PayType": "string", "Category": "string", "MasterUsername": "string", "MasterUserPassword": "string",
-        "SlaveZoneIds": "list", "ZoneIdSlave1": "string",
+        "SlaveZoneIds": "list",
         "MasterUserType": "string", "SSLSetting": "string", "DeletionProtection": "boolean",
         "BackupRetentionPeriod": "integer", "Tags": "map",
     }, {"DBInstanceId", "InnerConnectionString", "InnerPort", "PublicConnectionString", "InnerIPAddress"}),
     "ALIYUN::REDIS::Instance": _schema(set(), {
         "InstanceClass": "string", "EngineVersion": "string", "VpcId": "string", "VSwitchId": "string",
         "ZoneId": "string", "InstanceName": "string", "Password": "string", "ChargeType": "string",
-        "Capacity": "integer", "SecurityIps": "string", "DeletionForce": "boolean", **_TAGS,
+        "DeletionForce": "boolean", **_TAGS,
     }, {"InstanceId", "ConnectionDomain", "Port", "PrivateIp"}),
+    "ALIYUN::REDIS::Whitelist": _schema({"InstanceId", "SecurityIps"}, {
+        "InstanceId": "string", "SecurityIps": "string", "SecurityIpGroupName": "string", "SecurityIpGroupAttribute": "string",
+    }, {"SecurityIpGroupName", "SecurityIpGroupAttribute", "SecurityIps"}),
     "ALIYUN::MONGODB::Instance": _schema({"DBInstanceClass", "DBInstanceStorage"}, {
         "DBInstanceClass": "string", "DBInstanceStorage": "integer", "EngineVersion": "string", "VpcId": "string",
         "VSwitchId": "string", "ZoneId": "string", "AccountPassword": "string", "SecurityIPArray": "string",
@@ -145,7 +152,7 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
     }, {"DBInstanceId", "ConnectionURI", "DBInstanceStatus"}),
     "ALIYUN::POLARDB::DBCluster": _schema({"DBType", "DBVersion", "DBNodeClass", "PayType"}, {
         "DBType": "string", "DBVersion": "string", "DBNodeClass": "string", "PayType": "string", "VpcId": "string",
-        "VSwitchId": "string", "ZoneId": "string", "SecurityIPList": "string", "ClusterDescription": "string",
+        "VSwitchId": "string", "ZoneId": "string", "SecurityIPList": "string", "DBClusterDescription": "string",
         "DBNodeNum": "integer", "StorageType": "string", **_TAGS,
     }, {"DBClusterId", "ClusterConnectionString", "PrimaryConnectionString", "ClusterEndpointId"}),
     "ALIYUN::DNS::DomainRecord": _schema({"DomainName", "RR", "Type", "Value"}, {
@@ -154,7 +161,7 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
     }, {"RecordId"}),
     "ALIYUN::NAS::FileSystem": _schema({"ProtocolType", "StorageType"}, {
         "ProtocolType": "string", "StorageType": "string", "FileSystemType": "string", "EncryptType": "integer",
-        "Description": "string", "ZoneId": "string", "Capacity": "integer", "KmsKeyId": "string", **_TAGS,
+        "Description": "string", "ZoneId": "string", "Capacity": "integer", **_TAGS,
     }, {"FileSystemId"}),
     "ALIYUN::NAS::MountTarget": _schema({"FileSystemId", "NetworkType", "AccessGroupName"}, {
         "FileSystemId": "string", "NetworkType": "string", "VpcId": "string", "VSwitchId": "string",
@@ -203,7 +210,7 @@ RESOURCE_SCHEMAS: dict[str, ResourceSchema] = {
         "Name": "string", "ClusterSpec": "string", "VpcId": "string", "VSwitchIds": "list", "PodVswitchIds": "list",
         "ContainerCidr": "string", "ServiceCidr": "string", "SnatEntry": "boolean", "EndpointPublicAccess": "boolean",
         "KubernetesVersion": "string", "Addons": "list", "ProxyMode": "string", "DeletionProtection": "boolean",
-        "NumOfNodes": "integer", "WorkerInstanceTypes": "list", "ResourceGroupId": "string", **_TAGS,
+        "ResourceGroupId": "string", **_TAGS,
     }, {"ClusterId", "APIServerSLBId", "IngressSLBId", "DefaultUserKubeConfig", "WorkerRamRoleName"}),
     "ALIYUN::CS::ClusterNodePool": _schema({"ClusterId", "NodePoolInfo", "ScalingGroup"}, {
         "ClusterId": "string", "NodePoolInfo": "map", "ScalingGroup": "map", "KubernetesConfig": "map",
@@ -299,7 +306,9 @@ def _check_get_att(item: Any, path: str, resources: set[str], problems: list[str
         problems.append(f"{path}: Fn::GetAtt on unknown resource {resource!r}")
         return
     schema = RESOURCE_SCHEMAS.get(types.get(resource, ""))
-    if schema and schema.attributes and isinstance(attribute, str) and attribute not in schema.attributes:
+    rule = ros_rule(types.get(resource, "")) if schema is None and isinstance(types.get(resource), str) else None
+    attributes = schema.attributes if schema is not None else rule.attributes if rule is not None else frozenset()
+    if attributes and isinstance(attribute, str) and attribute not in attributes:
         problems.append(f"{path}: resource {resource!r} has no attribute {attribute!r}")
 
 
@@ -312,6 +321,12 @@ def _check_parameters(parameters: Any, problems: list[str]) -> None:
             problems.append(f"Parameters.{name}: missing or unknown Type")
 
 
+def _rule_properties(ros_type: str) -> frozenset[str]:
+    """The properties the rostran rules list for a type (read only when the hand-written schema does not know one)."""
+    rule = ros_rule(ros_type)
+    return rule.properties if rule is not None else frozenset()
+
+
 def _check_resource(name: str, resource: Any, problems: list[str]) -> None:
     """Type known, required properties present, no unknown properties, simple value types."""
     if not isinstance(resource, dict):
@@ -322,17 +337,24 @@ def _check_resource(name: str, resource: Any, problems: list[str]) -> None:
             problems.append(f"Resources.{name}: unknown key {key!r}")
     ros_type = resource.get("Type")
     schema = RESOURCE_SCHEMAS.get(ros_type) if isinstance(ros_type, str) else None
-    if schema is None:
+    rule = ros_rule(ros_type) if schema is None and isinstance(ros_type, str) else None
+    if schema is None and rule is None:
         problems.append(f"Resources.{name}: unknown or unsupported resource type {ros_type!r}")
         return
     properties = resource.get("Properties", {})
     if not isinstance(properties, dict):
         problems.append(f"Resources.{name}.Properties: must be a mapping")
         return
+    if schema is None:
+        problems.extend(f"Resources.{name}: unknown property {prop!r} for {ros_type}"
+                        for prop in properties if rule is not None and prop not in rule.properties)
+        return
     for required in sorted(schema.required - set(properties)):
         problems.append(f"Resources.{name}: missing required property {required!r} for {ros_type}")
     for prop, value in properties.items():
         kind = schema.properties.get(prop)
+        if kind is None and prop in _rule_properties(ros_type):
+            continue  # a real property this schema does not type
         if kind is None:
             problems.append(f"Resources.{name}: unknown property {prop!r} for {ros_type}")
         elif not _type_ok(value, kind):

@@ -2,14 +2,17 @@
 
 Deterministic and offline: the HCL is parsed with python-hcl2, the resource
 types listed in :mod:`iac_code_runtime_offline.engine.catalog` are mapped to their ROS
-counterparts with real ROS property names, and references become ``Ref`` /
-``Fn::GetAtt``.  Anything that cannot be expressed faithfully is reported in
-``unconverted`` or ``warnings`` instead of being dropped silently, and bad
-input never raises.
+counterparts by hand-written tables, every other type for which Alibaba Cloud's
+rostran rules give a ROS type is mapped by those rules (:mod:`.rostran_rules`),
+and references become ``Ref`` / ``Fn::GetAtt``.  Anything that cannot be
+expressed faithfully is reported in ``unconverted`` or ``warnings`` (and, in
+short, in ``unmapped_types`` / ``unmapped_properties``) instead of being dropped
+silently, and bad input never raises.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -20,6 +23,8 @@ import hcl2
 import yaml
 
 from iac_code_runtime_offline.engine.catalog import ROS_TEMPLATE_VERSION, TERRAFORM_TO_ROS
+from iac_code_runtime_offline.engine.ros_schema import RESOURCE_SCHEMAS
+from iac_code_runtime_offline.engine.rostran_rules import PropertyRule, TerraformRule, ros_rule, terraform_rule
 
 __all__ = ["ConversionResult", "convert"]
 
@@ -33,6 +38,18 @@ class ConversionResult:
     converted: list[str] = field(default_factory=list)
     unconverted: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The loss report in short: resource types with no ROS mapping, and "type.name.argument" entries for every
+    # argument of a converted resource that did not make it into the template.
+    unmapped_types: list[str] = field(default_factory=list)
+    unmapped_properties: list[str] = field(default_factory=list)
+
+    @property
+    def lossless(self) -> bool:
+        """Whether everything in the input made it into the template (nothing unconverted, no argument dropped)."""
+        return not self.unconverted and not self.unmapped_properties
+
+
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter when present: the same YAML, faster
 
 
 class _Unmappable(Exception):
@@ -90,7 +107,6 @@ _ATTRIBUTES: dict[str, dict[str, str]] = {
 }
 
 _PAY_AS_YOU_GO = {"PayAsYouGo": "PostPaid", "Subscription": "PrePaid", "PostPaid": "PostPaid", "PrePaid": "PrePaid"}
-_SLB_PAY = {"PayAsYouGo": "PayOnDemand", "Subscription": "PrePay", "PostPaid": "PayOnDemand", "PrePaid": "PrePay"}
 _SLB_CHARGE = {"PayByTraffic": "paybytraffic", "PayByBandwidth": "paybybandwidth"}
 
 # Terraform property -> (ROS property, transform name). Transforms are defined in _TRANSFORMS below.
@@ -166,7 +182,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vswitch_id": ("VSwitchId", "value"),
         "load_balancer_spec": ("LoadBalancerSpec", "value"),
         "specification": ("LoadBalancerSpec", "value"),
-        "payment_type": ("PayType", "slb_pay"),
+        "payment_type": ("", "slb_pay"),
         "internet_charge_type": ("InternetChargeType", "slb_charge"),
         "bandwidth": ("Bandwidth", "int"),
         "master_zone_id": ("MasterZoneId", "value"),
@@ -276,7 +292,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vpc_id": ("VpcId", "value"),
         "zone_id": ("ZoneId", "value"),
         "security_ips": ("SecurityIPList", "csv"),
-        "zone_id_slave_a": ("ZoneIdSlave1", "value"),
+        "zone_id_slave_a": ("SlaveZoneIds", "as_list"),
         "instance_name": ("DBInstanceDescription", "value"),
         "instance_charge_type": ("PayType", "value"),
         "tags": ("Tags", "tag_map"),
@@ -323,7 +339,7 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "vpc_id": ("VpcId", "value"),
         "zone_id": ("ZoneId", "value"),
         "security_ips": ("SecurityIPList", "csv"),
-        "description": ("ClusterDescription", "value"),
+        "description": ("DBClusterDescription", "value"),
         "tags": ("Tags", "tag_list"),
     },
     "alicloud_alidns_record": {
@@ -343,7 +359,6 @@ _PROPERTIES: dict[str, dict[str, _P]] = {
         "description": ("Description", "value"),
         "zone_id": ("ZoneId", "value"),
         "capacity": ("Capacity", "int"),
-        "kms_key_id": ("KmsKeyId", "value"),
         "tags": ("Tags", "tag_list"),
     },
     "alicloud_nas_mount_target": {
@@ -534,6 +549,13 @@ _PARAM_TYPES = {"string": "String", "number": "Number", "bool": "Boolean", "list
                 "set": "CommaDelimitedList", "tuple": "CommaDelimitedList", "map": "Json", "object": "Json"}
 
 
+def _ros_properties(ros_type: str) -> frozenset[str]:
+    """The properties a ROS type has: the rules' list, and the hand-written schema's for the catalog's types."""
+    rule = ros_rule(ros_type)
+    schema = RESOURCE_SCHEMAS.get(ros_type)
+    return (rule.properties if rule is not None else frozenset()) | (frozenset(schema.properties) if schema else frozenset())
+
+
 def convert(hcl_text: str) -> ConversionResult:
     """Convert Terraform HCL text to a ROS template; never raises, reports everything left out."""
     try:
@@ -633,6 +655,10 @@ class _Converter:
         self.params: dict[str, str] = {}  # var name -> parameter id
         self.ids: dict[str, str] = {}  # "type.name" -> logical id
         self.types: dict[str, str] = {}  # "type.name" -> canonical terraform type
+        self.ros_types: dict[str, str] = {}  # "type.name" -> ROS type
+        self.rules: dict[str, TerraformRule] = {}  # "type.name" -> rostran rule (types without a hand-written table)
+        self.unmapped_types: set[str] = set()
+        self.unmapped_properties: list[str] = []
         self.bodies: dict[str, dict[str, Any]] = {}
         self.known_tf: set[str] = set()  # every resource address seen (converted or not)
         self.locals: dict[str, Any] = {}
@@ -657,13 +683,19 @@ class _Converter:
         template["Resources"] = resources
         if outputs:
             template["Outputs"] = outputs
-        text = yaml.safe_dump(template, sort_keys=False, allow_unicode=True)
-        return ConversionResult(template, text, self.converted, self.unconverted, self.warnings)
+        text = yaml.dump(template, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+        return ConversionResult(template, text, self.converted, self.unconverted, self.warnings,
+                                sorted(self.unmapped_types), self.unmapped_properties)
+
+    def _drop(self, address: str, key: str, reason: str, note: str | None = None) -> None:
+        """Report an argument of a converted resource that is not in the template (a warning and a loss entry)."""
+        self.warnings.append(note or f"{address}: property {key} was not converted ({reason})")
+        self.unmapped_properties.append(f"{address}.{key}: {reason}")
 
     def _unique(self, wanted: str, suffix: str = "") -> str:
         """Reserve a logical id, disambiguating with a type suffix and then a counter."""
-        candidates = [wanted, wanted + suffix] if suffix else [wanted]
-        candidates += [f"{wanted}{suffix}{n}" for n in range(2, 1000)]
+        first = [wanted, wanted + suffix] if suffix else [wanted]
+        candidates = itertools.chain(first, (f"{wanted}{suffix}{n}" for n in itertools.count(2)))
         chosen = next(c for c in candidates if c not in self._taken)
         self._taken.add(chosen)
         return chosen
@@ -719,6 +751,7 @@ class _Converter:
         if "default" in body and body["default"] is not None:
             if isinstance(default, _Unmappable):
                 self.warnings.append(f"var.{name}: default is an expression and was not converted")
+                self.unmapped_properties.append(f"var.{name}.default: an expression")
             elif ros_type == "CommaDelimitedList" and isinstance(default, list):
                 param["Default"] = ",".join(str(v) for v in default)
             else:
@@ -730,6 +763,7 @@ class _Converter:
             param["NoEcho"] = True
         if body.get("validation"):
             self.warnings.append(f"var.{name}: validation rules were not converted")
+            self.unmapped_properties.append(f"var.{name}.validation: no ROS equivalent")
         return param
 
     def _param_type(self, raw: Any, default: Any) -> str:
@@ -774,8 +808,10 @@ class _Converter:
         address = f"{tf_type}.{name}"
         self.known_tf.add(address)
         canonical = _ALIASES.get(tf_type, tf_type)
-        if canonical not in TERRAFORM_TO_ROS:
+        rule = None if canonical in TERRAFORM_TO_ROS else terraform_rule(tf_type)
+        if canonical not in TERRAFORM_TO_ROS and rule is None:
             self.unconverted.append(f"{address}: resource type not supported")
+            self.unmapped_types.add(tf_type)
             return
         meta = [m for m in _META_UNSUPPORTED if m in body]
         if meta:
@@ -784,25 +820,37 @@ class _Converter:
         if canonical == "alicloud_security_group_rule" and _label(str(body.get("type", "ingress"))) != "ingress":
             self.unconverted.append(f"{address}: only ingress security group rules are supported")
             return
-        if tf_type != canonical:
+        if rule is not None:
+            self.rules[address] = rule
+        elif tf_type != canonical:
             self.warnings.append(f"{address}: deprecated type {tf_type} converted as {canonical}")
         self.types[address] = canonical
+        self.ros_types[address] = rule.ros_type if rule is not None else TERRAFORM_TO_ROS[canonical]
         self.bodies[address] = body
-        self.ids[address] = self._unique(_camel(name), _camel(TERRAFORM_TO_ROS[canonical].rsplit("::", 1)[-1]))
+        self.ids[address] = self._unique(_camel(name), _camel(self.ros_types[address].rsplit("::", 1)[-1]))
 
     def _resource(self, address: str) -> dict[str, Any] | None:
         """Second pass: build one ROS resource from its Terraform body."""
         tf_type, body = self.types[address], self.bodies[address]
-        spec = _PROPERTIES[tf_type]
+        spec = _PROPERTIES.get(tf_type, {})
+        rule = self.rules.get(address) or terraform_rule(tf_type)
+        accepted = _ros_properties(self.ros_types[address])
         props: dict[str, Any] = {}
         for key, raw in body.items():
             if key in _META_IGNORED:
-                self.warnings.append(f"{address}: {key} was not converted")
+                self._drop(address, key, "Terraform meta-argument", note=f"{address}: {key} was not converted")
                 continue
             if key == "depends_on":
                 continue
             if key not in spec:
-                self.warnings.append(f"{address}: property {key} was not converted (no ROS mapping)")
+                by_rule = rule.properties.get(key) if rule is not None else None
+                if by_rule is None or not by_rule.mapped:
+                    self._drop(address, key, "no ROS mapping")
+                elif by_rule.to is not None and by_rule.to.split(".")[0] not in accepted:
+                    self._drop(address, key, f"the rules map it to {by_rule.to.split('.')[0]}, which "
+                                             f"{self.ros_types[address]} does not have")
+                elif raw is not None:
+                    self._rule_property(address, key, by_rule, raw, props)
                 continue
             ros_name, transform = spec[key]
             if transform == "skip" or raw is None:
@@ -810,15 +858,16 @@ class _Converter:
             try:
                 value = _TRANSFORMS[transform](self, self._value(raw, where=f"{address}.{key}"), f"{address}.{key}")
             except _Unmappable as exc:
-                self.warnings.append(f"{address}: property {key} was not converted ({exc})")
+                self._drop(address, key, str(exc))
                 continue
-            _put(props, ros_name, value)
+            if ros_name:
+                _put(props, ros_name, value)
         if tf_type == "alicloud_slb_listener":
             props.setdefault("Bandwidth", -1)  # the provider's default; ROS requires it
         if tf_type == "alicloud_nas_mount_target":
             props.setdefault("NetworkType", "Vpc" if "VSwitchId" in props else "Classic")  # implied by vswitch_id
         self._derive_vpc(address, tf_type, body, props)
-        resource: dict[str, Any] = {"Type": TERRAFORM_TO_ROS[tf_type], "Properties": props}
+        resource: dict[str, Any] = {"Type": self.ros_types[address], "Properties": props}
         depends = self._depends_on(address, body.get("depends_on"))
         if depends:
             resource["DependsOn"] = depends
@@ -866,7 +915,63 @@ class _Converter:
             if target in self.ids:
                 out.append(self.ids[target])
             else:
-                self.warnings.append(f"{address}: depends_on {target} was not converted")
+                self._drop(address, "depends_on", f"{target} is not converted",
+                           note=f"{address}: depends_on {target} was not converted")
+        return out
+
+    # -- arguments mapped by the rostran rules
+
+    def _rule_property(self, address: str, key: str, rule: PropertyRule, raw: Any, props: dict[str, Any]) -> None:
+        """Convert one argument the way the rules say: nested blocks field by field, then the rules' transform."""
+        where = f"{address}.{key}"
+        try:
+            value = self._by_rule(rule, self._value(raw, where=where), address, key)
+            if value is None:
+                return
+            if rule.to is None:  # a block whose fields become properties of the resource itself
+                props.update(value)
+            else:
+                _put(props, rule.to, value)
+        except _Unmappable as exc:
+            self._drop(address, key, str(exc))
+
+    def _by_rule(self, rule: PropertyRule, value: Any, address: str, path: str) -> Any:
+        """A converted value shaped by one rule (a list of blocks, one block, or a plain value) and its transform."""
+        if rule.kind == "List" and rule.schema:
+            items = value if isinstance(value, list) else [value]
+            if not all(isinstance(item, dict) for item in items):
+                raise _Unmappable("expected nested blocks")
+            value = [self._rule_fields(rule.schema, item, address, path) for item in items]
+        elif rule.kind == "Map" and rule.schema:
+            value = self._rule_fields(rule.schema, _single_block(value), address, path)
+        elif rule.kind == "Map" and isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+            value = value[0]
+        if rule.handler is not None:
+            handler = _RULE_HANDLERS.get(rule.handler)
+            if handler is None:
+                raise _Unmappable(f"the rules convert it with {rule.handler}, which is not available offline")
+            value = handler(self, value, f"{address}.{path}")
+        return value
+
+    def _rule_fields(self, schema: Mapping[str, PropertyRule], block: Mapping[str, Any], address: str,
+                     path: str) -> dict[str, Any]:
+        """The fields of one nested block, each mapped by its rule; the fields without one are reported."""
+        out: dict[str, Any] = {}
+        for name, item in block.items():
+            sub = schema.get(name)
+            if sub is None or not sub.mapped:
+                self._drop(address, f"{path}.{name}", "no ROS mapping")
+                continue
+            try:
+                value = self._by_rule(sub, item, address, f"{path}.{name}")
+                if value is None:
+                    continue
+                if sub.to is None:
+                    out.update(value)
+                else:
+                    _put(out, sub.to, value)
+            except _Unmappable as exc:
+                self._drop(address, f"{path}.{name}", str(exc))
         return out
 
     # -- outputs
@@ -982,7 +1087,11 @@ class _Converter:
         logical = self.ids[address]
         if attribute == "id":
             return {"Ref": logical}
-        ros_attr = _ATTRIBUTES.get(self.types[address], {}).get(attribute)
+        if address in self.rules:
+            by_rule = self.rules[address].attributes.get(attribute)
+            ros_attr = by_rule.to if by_rule is not None and not by_rule.ignored else None
+        else:
+            ros_attr = _ATTRIBUTES.get(self.types[address], {}).get(attribute)
         if ros_attr is None:
             raise _Unmappable(f"attribute {address}.{attribute} has no ROS equivalent")
         return {"Fn::GetAtt": [logical, ros_attr]}
@@ -1018,6 +1127,7 @@ def _t_first(conv: _Converter, value: Any, where: str) -> Any:
         raise _Unmappable("empty list")
     if len(value) > 1:
         conv.warnings.append(f"{where}: only the first of {len(value)} security groups was converted")
+        conv.unmapped_properties.append(f"{where}: only the first of {len(value)} security groups")
     return value[0]
 
 
@@ -1078,6 +1188,13 @@ def _single_block(value: Any) -> dict[str, Any]:
     raise _Unmappable("expected one nested block")
 
 
+def _t_slb_pay(conv: _Converter, value: Any, where: str) -> Any:
+    """ROS creates pay-as-you-go SLB instances and has no property to say otherwise: only that value converts."""
+    if value in ("PayAsYouGo", "PostPaid"):
+        return None
+    raise _Unmappable(f"value {value!r}: ROS creates pay-as-you-go SLB instances only")
+
+
 def _t_alb_billing(conv: _Converter, value: Any, where: str) -> Any:
     """load_balancer_billing_config { pay_type } → LoadBalancerBillingConfig {PayType}."""
     block = _single_block(value)
@@ -1099,18 +1216,28 @@ def _t_json_doc(conv: _Converter, value: Any, where: str) -> Any:
 
 
 def _put(props: dict[str, Any], path: str, value: Any) -> None:
-    """Set a property by its dotted path: ``Code.OssBucketName`` nests a map, ``Servers.0.Port`` a one-item list."""
+    """Set a property by its dotted path: ``Code.OssBucketName`` nests a map, ``Servers.0.Port`` a list item."""
     parts = path.split(".")
     node: Any = props
     for part, following in zip(parts, parts[1:], strict=False):
-        if part.isdigit():
-            node = node[int(part)]
-            continue
-        if following.isdigit():
-            node = node.setdefault(part, [{}])
-        else:
-            node = node.setdefault(part, {})
-    node[parts[-1]] = value
+        node = _step(node, part, [] if following.isdigit() else {})
+    _step(node, parts[-1], value, replace=True)
+
+
+def _step(node: Any, part: str, default: Any, replace: bool = False) -> Any:
+    """One step of :func:`_put`: the child ``part`` of a map or list (created as ``default``, or set to it)."""
+    if part.isdigit() and isinstance(node, list):
+        index = int(part)
+        while len(node) <= index:
+            node.append({} if replace or isinstance(default, dict) else [])
+        if replace or not isinstance(node[index], type(default)):
+            node[index] = default
+        return node[index]
+    if isinstance(node, dict) and not part.isdigit():
+        if replace:
+            node[part] = default
+        return node.setdefault(part, default)
+    raise _Unmappable(f"its ROS path {part!r} does not fit the value already there")
 
 
 def _t_fc_config(conv: _Converter, value: Any, where: str) -> Any:
@@ -1215,7 +1342,7 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "tag_list": _t_tag_list,
     "tag_map": _t_tag_map,
     "pay": _mapped(_PAY_AS_YOU_GO),
-    "slb_pay": _mapped(_SLB_PAY),
+    "slb_pay": _t_slb_pay,
     "slb_charge": _mapped(_SLB_CHARGE),
     "alb_billing": _t_alb_billing,
     "alb_zones": _t_alb_zones,
@@ -1229,4 +1356,58 @@ _TRANSFORMS: dict[str, Callable[[_Converter, Any, str], Any]] = {
     "fc_config": _t_fc_config,
     "oss_lifecycle": _t_oss_lifecycle,
     "alb_actions": _t_alb_actions,
+}
+
+
+# ---------------------------------------------------------------- the rules' value transforms
+# rostran names a transform per argument; these are the ones that need no cloud call.
+
+
+def _h_first(conv: _Converter, value: Any, where: str) -> Any:
+    """A list where ROS takes one value: its first item (said in a warning), or Fn::Select on a reference."""
+    if isinstance(value, list):
+        if not value:
+            return None
+        if len(value) > 1:
+            conv.warnings.append(f"{where}: only the first of {len(value)} values was converted")
+            conv.unmapped_properties.append(f"{where}: only the first of {len(value)} values")
+        return value[0]
+    return {"Fn::Select": ["0", value]}
+
+
+def _h_bool(conv: _Converter, value: Any, where: str) -> Any:
+    """Booleans spelled as strings ("true") become booleans."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
+
+
+def _h_json(conv: _Converter, value: Any, where: str) -> Any:
+    """A JSON document given as a string becomes the structure ROS expects."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise _Unmappable("not literal JSON (jsonencode() and references are not converted)") from None
+    if isinstance(value, dict | list):
+        return value
+    raise _Unmappable("not literal JSON")
+
+
+def _h_parameters(conv: _Converter, value: Any, where: str) -> Any:
+    """[{parameter_key, parameter_value}] blocks → {Key: Value} (a ROS stack's parameters)."""
+    blocks = value if isinstance(value, list) else [value]
+    if not all(isinstance(block, dict) and "parameter_key" in block for block in blocks):
+        raise _Unmappable("expected parameter blocks with parameter_key")
+    return {block["parameter_key"]: block.get("parameter_value") for block in blocks}
+
+
+_RULE_HANDLERS: dict[str, Callable[[_Converter, Any, str], Any]] = {
+    "tags_dict_to_list": _t_tag_list,
+    "to_int": _t_int,
+    "to_boolean": _h_bool,
+    "json_load": _h_json,
+    "select_first": _h_first,
+    "comma_join": _t_csv,
+    "ros_parameters": _h_parameters,
 }

@@ -1,4 +1,4 @@
-# Everything here (except the VPC) has no faithful ROS equivalent.
+# Everything here (except the VPC) has no faithful ROS equivalent (Milvus has no ROS mapping in the rostran rules).
 terraform {
   required_providers {
     alicloud = {
@@ -31,8 +31,8 @@ resource "alicloud_vswitch" "from_data" {
   vswitch_name = "vsw-${data.alicloud_zones.default.zones[0].id}"
 }
 
-resource "alicloud_elasticsearch_instance" "es" {
-  description = "search"
+resource "alicloud_milvus_instance" "vectors" {
+  zone_id = "cn-hangzhou-i"
 }
 
 resource "alicloud_instance" "many" {
@@ -60,7 +60,7 @@ resource "random_password" "pw" {
 }
 
 output "k8s_id" {
-  value = alicloud_elasticsearch_instance.es.id
+  value = alicloud_milvus_instance.vectors.id
 }
 
 output "module_out" {
