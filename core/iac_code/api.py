@@ -28,6 +28,7 @@ from iac_code import compat03, jsonio, messages, tracing
 from iac_code.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.background import spawn
+from iac_code.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.config import in_conflict, without_effect
 from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY, CallInfo, JsonRpcDispatcher, protocol_error
@@ -50,10 +51,16 @@ from iac_code.i18n import Translator, translator
 from iac_code.jsonio import message_to_json
 from iac_code.log_limits import RateLimitedLog
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
-from iac_code.push_configs import DELIVERY_CACHE_SIZE, EncryptedPushConfigStore, storable_config
-from iac_code.push_crypto import PushKeyring, write_new_private_file
-from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, PushQueue, QueueContext, next_seq
-from iac_code.push_signing import key_id, public_jwks
+from iac_code.push_jobs import (
+    ClaimedJob,
+    JobCodec,
+    PushConfigRecords,
+    PushJob,
+    PushQueue,
+    QueueContext,
+    next_seq,
+    order_key,
+)
 from iac_code.records import (
     AgentRuntimeSpec,
     CardSignerSpec,
@@ -67,7 +74,10 @@ from iac_code.records import (
     JsonRpcChannel,
     PartDecodeError,
     PartDecoderSpec,
+    PushContext,
     PushQueueSpec,
+    PushService,
+    PushServiceSpec,
     Route,
     RouteCandidate,
     RouteQuery,
@@ -92,7 +102,16 @@ from iac_code.runtime import (
     TurnRequest,
     Usage,
 )
-from iac_code.storage import atomic_write, file_lock, private_dir, sweep_temp_files
+from iac_code.signing_keys import key_alg, key_id, public_jwks
+from iac_code.storage import (
+    atomic_write,
+    file_lock,
+    fsync_dir,
+    private_dir,
+    read_private_file,
+    sweep_temp_files,
+    write_new_private_file,
+)
 from iac_code.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, seq_of, version_number
 from iac_code.task_store import (
     DEFAULT_PAGE_SIZE,
@@ -106,7 +125,7 @@ from iac_code.task_store import (
 from iac_code.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
 from iac_code.transport_clients import NdjsonClient, WebSocketClient
 from iac_code.turns import ALREADY_WORKING
-from iac_code.url_credentials import mask_url, redact, redis_location, url_secrets
+from iac_code.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
 from iac_code.workspace import is_protected_file, is_within
 
 API_VERSION = "1.0"
@@ -186,7 +205,6 @@ __all__ = [
     "BINDING",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_RETAINED_EVENTS",
-    "DELIVERY_CACHE_SIZE",
     "ENTRY_POINT_GROUP",
     "MESSAGE_METHODS",
     "NOT_STORED",
@@ -203,12 +221,12 @@ __all__ = [
     "ClaimedJob",
     "CliCommandSpec",
     "ClientTarget",
+    "CommandContext",
     "ConfigProblems",
     "ContextFactory",
     "ControlHandler",
     "DecodeContext",
     "DecodedPart",
-    "EncryptedPushConfigStore",
     "Event",
     "HttpRouteSpec",
     "InputPart",
@@ -228,10 +246,13 @@ __all__ = [
     "PluginContext",
     "Principal",
     "PrincipalUser",
+    "PushConfigRecords",
+    "PushContext",
     "PushJob",
-    "PushKeyring",
     "PushQueue",
     "PushQueueSpec",
+    "PushService",
+    "PushServiceSpec",
     "QueueContext",
     "RateLimitedLog",
     "RestBinding",
@@ -257,22 +278,25 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "ToolStarted",
+    "Translator",
     "TransportServer",
     "TransportSpec",
-    "Translator",
     "TurnFailed",
     "TurnRequest",
     "Usage",
     "WebSocketClient",
     "api_version_problem",
     "atomic_write",
+    "command_context",
     "compat03",
     "decode_frame",
     "dumps",
     "error_reply",
     "error_response",
+    "fail",
     "file_lock",
     "final_marker",
+    "fsync_dir",
     "grace_seconds",
     "hookimpl",
     "in_conflict",
@@ -281,26 +305,30 @@ __all__ = [
     "is_protected_file",
     "is_within",
     "jsonio",
+    "key_alg",
     "key_id",
     "log_client_error",
     "mask_url",
+    "mask_urls_in",
     "message_to_json",
     "messages",
     "missed",
     "next_seq",
+    "order_key",
     "peek",
     "private_dir",
     "protocol_error",
     "public_jwks",
+    "read_private_file",
     "reader_limit",
     "redact",
     "redis_location",
     "request_id_of",
+    "run_until_stopped",
     "seq_of",
     "serve_frame",
     "sort_key",
     "spawn",
-    "storable_config",
     "sweep_temp_files",
     "task_scope",
     "tracing",

@@ -39,9 +39,8 @@ from typing import Any
 from jwcrypto import jwk
 from jwcrypto.common import JWException, base64url_decode
 
-from iac_code.push_crypto import write_new_private_file
-from iac_code.push_signing import key_id
-from iac_code.push_signing import public_jwks as _public_jwks
+from iac_code.api import key_id, write_new_private_file
+from iac_code.api import public_jwks as _public_jwks
 from iac_code.storage import atomic_write, file_lock, private_dir
 from iac_code_signing_jwks.algorithms import DEFAULT_ALGORITHM, canonical_algorithm
 
