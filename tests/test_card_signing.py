@@ -146,7 +146,8 @@ async def test_a_rotation_by_command_is_picked_up_and_the_old_key_stays_publishe
 
 
 async def test_signed_pushes_use_the_card_signing_keys(tmp_path: Path) -> None:
-    from iac_code.push_signing import verify_notification
+    from iac_code_push.signing import verify_notification
+
     from tests.test_push_delivery import FAST, receiver, send_with_push
 
     settings = {**FAST, "card-signer": "jwks", "push-signing": True, "persistence-dir": str(tmp_path)}

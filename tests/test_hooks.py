@@ -14,7 +14,7 @@ import pluggy
 import pytest
 from pydantic import BaseModel
 
-from iac_code import hookspecs
+from iac_code import hookspecs, validation
 from iac_code.config import build_config_model, load_config
 from iac_code.dispatcher import CallInfo
 from iac_code.errors import StartupError
@@ -28,7 +28,9 @@ from iac_code.records import (
     HttpRouteSpec,
     InterfaceInfo,
     PartDecoderSpec,
+    PushContext,
     PushQueueSpec,
+    PushServiceSpec,
     RouterSpec,
     StateBackendSpec,
     ToolSpec,
@@ -62,6 +64,37 @@ class LoopbackConfig(BaseModel):
     loopback_label: str = "demo"
 
 
+class MemoryPush:
+    """A push service keeping configurations in memory and sending nothing; refuses ``.invalid`` callbacks."""
+
+    def __init__(self, context: PushContext) -> None:
+        self.context = context
+        self.enabled = True
+        self.signs = False
+        self.config_store: Any = None
+        self.sender: Any = None
+        self.started_with = ""
+
+    async def check_url(self, url: str) -> None:
+        if ".invalid" in url:
+            raise ValueError("memory push refuses .invalid hosts")
+
+    async def start(self, issuer: str) -> None:
+        from a2a.server.tasks import InMemoryPushNotificationConfigStore
+
+        self.config_store = InMemoryPushNotificationConfigStore()
+        self.started_with = issuer
+
+    async def flushed(self, task_id: str) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.config_store = None
+
+    def public_jwks(self) -> dict[str, Any]:
+        return {"keys": []}
+
+
 class EveryHookPlugin:
     """Implements every hookspec."""
 
@@ -82,6 +115,15 @@ class EveryHookPlugin:
     @hookimpl
     def iac_code_push_queues(self) -> list[PushQueueSpec]:
         return [PushQueueSpec(name="memory-test", create=lambda kernel: object())]  # type: ignore[arg-type,return-value]
+
+    @hookimpl
+    def iac_code_push_services(self) -> list[PushServiceSpec]:
+        def check(config: Any, queues: Any) -> list[str]:
+            if config.loopback_label != "no-push":
+                return []
+            return [f"'loopback-label: no-push' with push queues {', '.join(sorted(queues))}."]
+
+        return [PushServiceSpec(name="memory-push", create=MemoryPush, check=check)]
 
     @hookimpl
     def iac_code_state_backends(self) -> list[StateBackendSpec]:
@@ -144,6 +186,9 @@ def test_every_hook_is_collected() -> None:
     assert {"loopback", "lb"} <= set(plugins.transports())
     assert plugins.transports()["lb"].plugin == "every-hook"
     assert plugins.push_queues()["memory-test"].distribution == "tests"
+    with pytest.raises(StartupError, match=r"Push notifications are provided by both push \(iac-code-push\) and "
+                                           r"every-hook \(tests\)"):
+        plugins.push_service()
     assert "test-signer" in plugins.card_signers()
     assert ("text", "text/csv") in plugins.part_decoders()
     assert "test-router" in plugins.routers()
@@ -151,7 +196,7 @@ def test_every_hook_is_collected() -> None:
     assert "test-tool" in plugins.tools()
     assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
-    assert list(plugins.cli_commands("a2a")) == ["every-hook"] and "every-hook" not in plugins.cli_commands()
+    assert plugins.cli_commands("a2a")["every-hook"].plugin == "every-hook" and "every-hook" not in plugins.cli_commands()
     assert [p.record for p in plugins.config_models() if p.plugin == "every-hook"] == [LoopbackConfig]
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
     forbidden = load_config(raw={"loopback_label": "forbidden"}, model=model, environ={})
@@ -164,23 +209,43 @@ def test_every_hook_is_collected() -> None:
     assert "loopback" not in plugins.transports()
 
 
-async def test_kernel_uses_plugin_transport_decoder_and_config() -> None:
-    kernel = make_kernel({"transport": "LB", "loopback-label": "x"}, extra_plugins={"every-hook": EveryHookPlugin()})
+async def test_kernel_uses_plugin_transport_decoder_push_and_config() -> None:
+    kernel = make_kernel({"transport": "LB", "loopback-label": "x", "disabled-plugins": ["push"]},
+                         extra_plugins={"every-hook": EveryHookPlugin()})
     assert kernel.config.loopback_label == "x"  # type: ignore[attr-defined]
+    assert validation.check_startup(kernel.config, kernel.plugins) == []
+    refused = load_config(raw={"loopback_label": "no-push"}, model=type(kernel.config), environ={})
+    assert "'loopback-label: no-push' with push queues local-file, memory-test, redis-streams." in \
+        validation.check_startup(refused, kernel.plugins)  # the push service's check, given the installed queues
     interfaces = await kernel.start()
     try:
         assert interfaces[0].protocol_binding == "loopback"
         assert kernel.cards.card.supported_interfaces[0].url == "loopback://iac-code"
+        assert kernel.cards.card.capabilities.push_notifications
+        assert isinstance(kernel.push, MemoryPush) and kernel.push.started_with == "loopback://iac-code"
         body = (b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
                 b'"role":"ROLE_USER","parts":[{"text":"a,b","mediaType":"text/csv"}]}}}')
         reply = await LoopbackTransport.last.call(body)
         assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        task_id = reply["result"]["task"]["id"]
+
+        def create(url: str) -> bytes:
+            return json.dumps({"jsonrpc": "2.0", "id": 2, "method": "CreateTaskPushNotificationConfig",
+                               "params": {"taskId": task_id, "id": "c1", "url": url}}).encode()
+
+        refused = await LoopbackTransport.last.call(create("https://hook.invalid/"))
+        assert refused["error"]["code"] == -32602 and refused["error"]["message"] == "memory push refuses .invalid hosts"
+        created = await LoopbackTransport.last.call(create("https://hook.example/"))
+        assert created["result"]["url"] == "https://hook.example/"
+        listed = await LoopbackTransport.last.call(json.dumps({
+            "jsonrpc": "2.0", "id": 3, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": task_id}}).encode())
+        assert [c["id"] for c in listed["result"]["configs"]] == ["c1"]
     finally:
         await kernel.stop()
 
 
 async def test_several_transports_share_one_kernel() -> None:
-    async with start_server({"transport": ["http", "lb"], "port": 0},
+    async with start_server({"transport": ["http", "lb"], "port": 0, "disabled-plugins": ["push"]},
                             extra_plugins={"every-hook": EveryHookPlugin()}) as server, aiohttp.ClientSession() as http:
         bindings = [i.protocol_binding for i in server.kernel.cards.card.supported_interfaces]
         assert bindings[0] == "JSONRPC" and "loopback" in bindings

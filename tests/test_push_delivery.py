@@ -167,7 +167,7 @@ async def test_the_end_of_a_turn_is_pushed_with_the_configured_credentials(queue
 
 
 async def test_signed_notifications_verify_with_the_served_jwks() -> None:
-    from iac_code.push_signing import verify_notification
+    from iac_code_push.signing import verify_notification
 
     async with receiver() as hook, start_server({**FAST, "push-signing": True}) as server, \
             aiohttp.ClientSession() as http:

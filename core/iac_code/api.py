@@ -35,6 +35,7 @@ from iac_code.artifacts import StoredArtifact
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.background import spawn
 from iac_code.card import CardDocument
+from iac_code.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
 from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY, CallInfo, JsonRpcDispatcher, protocol_error
@@ -57,11 +58,16 @@ from iac_code.i18n import Translator, translator
 from iac_code.jsonio import message_to_json
 from iac_code.log_limits import RateLimitedLog
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
-from iac_code.push_configs import DELIVERY_CACHE_SIZE, EncryptedPushConfigStore, storable_config
-from iac_code.push_configs import NOT_STORED as PUSH_CONFIG_NOT_STORED
-from iac_code.push_crypto import PushKeyring, write_new_private_file
-from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, PushQueue, QueueContext, next_seq
-from iac_code.push_signing import key_id, public_jwks
+from iac_code.push_jobs import (
+    ClaimedJob,
+    JobCodec,
+    PushConfigRecords,
+    PushJob,
+    PushQueue,
+    QueueContext,
+    next_seq,
+    order_key,
+)
 from iac_code.records import (
     AgentRuntimeSpec,
     CardSignerSpec,
@@ -75,7 +81,10 @@ from iac_code.records import (
     JsonRpcChannel,
     PartDecodeError,
     PartDecoderSpec,
+    PushContext,
     PushQueueSpec,
+    PushService,
+    PushServiceSpec,
     Route,
     RouteCandidate,
     RouteQuery,
@@ -100,7 +109,16 @@ from iac_code.runtime import (
     TurnRequest,
     Usage,
 )
-from iac_code.storage import atomic_write, file_lock, private_dir, sweep_temp_files
+from iac_code.signing_keys import key_alg, key_id, public_jwks
+from iac_code.storage import (
+    atomic_write,
+    file_lock,
+    fsync_dir,
+    private_dir,
+    read_private_file,
+    sweep_temp_files,
+    write_new_private_file,
+)
 from iac_code.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, seq_of, version_number
 from iac_code.task_store import (
     DEFAULT_PAGE_SIZE,
@@ -114,7 +132,7 @@ from iac_code.task_store import (
 from iac_code.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
 from iac_code.transport_clients import NdjsonClient, WebSocketClient
 from iac_code.turns import ALREADY_WORKING
-from iac_code.url_credentials import mask_url, redact, redis_location, url_secrets
+from iac_code.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
 from iac_code.workspace import is_protected_file, is_within
 
 
@@ -234,11 +252,9 @@ __all__ = [
     "DEFAULT_API_KEY_HEADER",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_RETAINED_EVENTS",
-    "DELIVERY_CACHE_SIZE",
     "ENTRY_POINT_GROUP",
     "MESSAGE_METHODS",
     "NOT_STORED",
-    "PUSH_CONFIG_NOT_STORED",
     "RAW_PARAMS_KEY",
     "REST_ROUTES",
     "TENANT_PREFIX",
@@ -254,12 +270,12 @@ __all__ = [
     "ClaimedJob",
     "CliCommandSpec",
     "ClientTarget",
+    "CommandContext",
     "ConfigProblems",
     "ContextFactory",
     "ControlHandler",
     "DecodeContext",
     "DecodedPart",
-    "EncryptedPushConfigStore",
     "Event",
     "HttpRouteSpec",
     "InputPart",
@@ -279,10 +295,13 @@ __all__ = [
     "PluginContext",
     "Principal",
     "PrincipalUser",
+    "PushConfigRecords",
+    "PushContext",
     "PushJob",
-    "PushKeyring",
     "PushQueue",
     "PushQueueSpec",
+    "PushService",
+    "PushServiceSpec",
     "QueueContext",
     "RateLimitedLog",
     "RestBinding",
@@ -319,13 +338,16 @@ __all__ = [
     "api_version_problem",
     "atomic_write",
     "client_transports",
+    "command_context",
     "compat03",
     "decode_frame",
     "dumps",
     "error_reply",
     "error_response",
+    "fail",
     "file_lock",
     "final_marker",
+    "fsync_dir",
     "grace_seconds",
     "hookimpl",
     "in_conflict",
@@ -334,30 +356,34 @@ __all__ = [
     "is_protected_file",
     "is_within",
     "jsonio",
+    "key_alg",
     "key_id",
     "log_client_error",
     "mask_url",
+    "mask_urls_in",
     "message_to_json",
     "messages",
     "missed",
     "next_seq",
     "normalise_name",
+    "order_key",
     "peek",
     "private_dir",
     "protocol_error",
     "public_jwks",
     "read_config_file",
+    "read_private_file",
     "reader_limit",
     "redact",
     "redis_location",
     "request_id_of",
     "routers",
     "run_tool",
+    "run_until_stopped",
     "seq_of",
     "serve_frame",
     "sort_key",
     "spawn",
-    "storable_config",
     "sweep_temp_files",
     "task_scope",
     "tracing",

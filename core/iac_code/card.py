@@ -105,8 +105,9 @@ def _thinking_extension(config: ServerConfig) -> list[AgentExtension]:
     return [extension]
 
 
-def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo]) -> AgentCard:
-    """Build the public Agent Card for this configuration."""
+def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
+                     push_notifications: bool = False) -> AgentCard:
+    """Build the public Agent Card for this configuration (``push_notifications``: the push service is on)."""
     overrides = config.agent_card
     modes = overrides.default_input_modes or input_modes()
     description = overrides.description or (DESCRIPTION + ("" if config.auth_enabled else UNAUTHENTICATED_NOTE))
@@ -124,7 +125,7 @@ def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo]) -> A
         ],
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=config.push_notifications,
+            push_notifications=push_notifications,
             extended_agent_card=True,
             extensions=[
                 AgentExtension(
@@ -221,13 +222,15 @@ class CardService:
     :meth:`refresh` whether its key rotated, and the cards are signed again then.
     """
 
-    def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None) -> None:
+    def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None, *,
+                 push_notifications: bool = False) -> None:
         self._config = config
+        self._push_notifications = push_notifications
         self._started = formatdate(usegmt=True)
         self._interfaces = list(interfaces or [])
         self._signer: CardSigner | None = None
         self._signed_kid = ""
-        self.card = build_agent_card(config, self._interfaces)
+        self.card = build_agent_card(config, self._interfaces, push_notifications=push_notifications)
         self.extended = build_extended_card(self.card, config)
         self.document = self._render()
 
@@ -250,7 +253,7 @@ class CardService:
         return True
 
     def _rebuild(self) -> None:
-        fresh = build_agent_card(self._config, self._interfaces)
+        fresh = build_agent_card(self._config, self._interfaces, push_notifications=self._push_notifications)
         extended = build_extended_card(fresh, self._config)
         if self._signer is not None and self._interfaces:  # nothing is served before the transports bind
             current = getattr(self._signer, "current_kid", None)

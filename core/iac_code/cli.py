@@ -8,14 +8,23 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from iac_code import __version__
 from iac_code.errors import StartupError
 
+if TYPE_CHECKING:
+    from iac_code.plugins import Plugins
+    from iac_code.records import PushContext
+
 logger = logging.getLogger("iac_code")
+# The loggers whose INFO lines an operator sees (the rest log warnings and errors only).
+LOGGERS = ("iac_code", "iac_code_transport_http", "iac_code_push")
 
 
 def setup_logging(debug: bool, to_stdout: bool, log_format: str = "text") -> None:
@@ -35,8 +44,8 @@ def setup_logging(debug: bool, to_stdout: bool, log_format: str = "text") -> Non
         root.addHandler(h)
     root.setLevel(logging.WARNING)
     logging.captureWarnings(True)  # library warnings are log lines too (one format, JSON included)
-    logging.getLogger("iac_code").setLevel(level)
-    logging.getLogger("iac_code_transport_http").setLevel(level)
+    for name in LOGGERS:
+        logging.getLogger(name).setLevel(level)
     if debug:
         logging.getLogger("a2a").setLevel(logging.DEBUG)
 
@@ -210,107 +219,63 @@ def _load_settings(config_path: str, raw: dict[str, Any], plugins: Any, override
     return config
 
 
+@dataclass(frozen=True)
+class CommandContext:
+    """What a plugin's ``iac-code a2a`` sub-command works with: the server's settings (every plugin's keys,
+    logging set up as the server's) and the components it may build apart from the server."""
+
+    config: Any
+    plugins: Plugins
+
+    @property
+    def state_dir(self) -> Path:
+        """The server's persistence directory (the sub-command does not lock it: the server may be running)."""
+        return Path(self.config.resolved_persistence_dir())
+
+    def push_context(self, *, shared: bool = False) -> PushContext:
+        """The push context of a command run apart from the server: the push queues and, with ``shared``,
+        the push-config records of the configured ``task-store`` backend (``None`` for ``local``)."""
+        from iac_code.records import PushContext
+
+        return PushContext(config=self.config, state_dir=self.state_dir, queues=self.plugins.push_queue_factories(),
+                           shared_configs=self._shared_push_configs() if shared else None)
+
+    def _shared_push_configs(self) -> Any:
+        name = self.config.task_store.strip().lower().replace("_", "-")
+        if name == "local":
+            return None
+        backend = self.plugins.state_backends().get(name)
+        if backend is None or backend.record.push_configs is None:
+            from iac_code.plugins import install_hint
+
+            raise StartupError(f"Task store {name!r} is not installed or has no push configurations. "
+                               f"Install with: {install_hint(name)}")
+        return backend.record.push_configs(self.config)
+
+
+def command_context(config_path: str = "", overrides: dict[str, Any] | None = None) -> CommandContext:
+    """Load the server's configuration for a plugin's sub-command (``--config``); ``StartupError`` when invalid."""
+    raw, plugins = _load_plugins(config_path)
+    return CommandContext(_load_settings(config_path, raw, plugins, overrides or {}), plugins)
+
+
+def run_until_stopped(body: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``body(stop)`` on the server's event loop; SIGINT/SIGTERM set ``stop`` (a sub-command's main loop)."""
+    _run(body)
+
+
+def fail(message: str) -> NoReturn:
+    """End a command that could not run: one ``Error: ...`` line per line of ``message``, exit code 2."""
+    _fail(message)
+    raise AssertionError("unreachable")
+
+
 def _report_broken(plugins: Any) -> None:
     """A warning per installed plugin that failed to load (the configuration does not need it)."""
     for info in plugins.infos():
         if info.status == "failed":
             logger.warning("Plugin %s (%s %s) failed to load and is not used: %s", info.name, info.distribution,
                            info.version, info.reason)
-
-
-@a2a.command("push-worker")
-@click.option("--config", "config_path", default="", help="The server's YAML file (same push settings).")
-@click.option("--debug", "-d", is_flag=True, help="Debug logging.")
-def push_worker(config_path: str, debug: bool) -> None:
-    """Deliver queued push notifications, apart from the server (any number may run)."""
-    try:
-        raw, plugins = _load_plugins(config_path)
-        config = _load_settings(config_path, raw, plugins, {"debug": True} if debug else {})
-        if not config.push_notifications:
-            raise StartupError("push-notifications is off in this configuration: there is nothing to deliver.")
-        from iac_code.push_service import PushService
-
-        service = PushService(config, plugins, config.resolved_persistence_dir(),
-                              shared_store=_shared_push_configs(config, plugins))
-
-        async def work(stop: asyncio.Event) -> None:
-            from iac_code import tracing
-
-            tracing.configure(config)  # deliveries continue the traces of the turns that queued them
-            await service.start(deliver=True, issuer=_issuer(config))
-            logger.info("iac-code push worker delivering from the %s queue", config.push_queue)
-            try:
-                await stop.wait()
-            finally:
-                await service.stop()
-                tracing.shutdown()
-
-        _run(work)
-    except StartupError as exc:
-        _fail(str(exc))
-
-
-def _shared_push_configs(config: Any, plugins: Any) -> Any:
-    """The shared push-config store factory of ``task-store`` (``None`` for ``local``)."""
-    name = config.task_store.strip().lower().replace("_", "-")
-    if name == "local":
-        return None
-    backend = plugins.state_backends().get(name)
-    if backend is None or backend.record.push_configs is None:
-        from iac_code.plugins import install_hint
-
-        raise StartupError(f"Task store {name!r} is not installed or has no push configurations. "
-                           f"Install with: {install_hint(name)}")
-    return backend.record.push_configs(config)
-
-
-@a2a.command("push-key-rotate")
-@click.option("--config", "config_path", default="", help="The server's YAML file (for persistence-dir).")
-def push_key_rotate(config_path: str) -> None:
-    """Add a new push-secret encryption key and make it active (old keys stay for old secrets)."""
-    from iac_code.push_crypto import PushKeyring, PushSecretError
-
-    try:
-        raw, plugins = _load_plugins(config_path)
-        config = _load_settings(config_path, raw, plugins, {})
-        key_id = PushKeyring.rotate_file(config.resolved_persistence_dir())
-    except (StartupError, PushSecretError) as exc:
-        _fail(str(exc))
-        return
-    click.echo(f"Active push secret key: {key_id}")
-
-
-@a2a.command("push-status")
-@click.option("--config", "config_path", default="", help="The server's YAML file.")
-@click.option("--dead", "dead", type=int, default=0, help="Also list up to N dead-lettered jobs.")
-def push_status(config_path: str, dead: int) -> None:
-    """Print the push queue's job counts (and dead letters) as JSON."""
-    try:
-        raw, plugins = _load_plugins(config_path)
-        config = _load_settings(config_path, raw, plugins, {})
-        from iac_code.push_delivery import display_url
-        from iac_code.push_service import PushService
-
-        service = PushService(config, plugins, config.resolved_persistence_dir())
-        report: dict[str, Any] = {}
-
-        async def inspect(_stop: asyncio.Event) -> None:
-            await service.start(deliver=False)
-            try:
-                report["queue"] = config.push_queue
-                report["depth"] = await service.queue.depth()
-                if dead:
-                    report["dead"] = [{"jobId": j.job_id, "taskId": j.task_id, "configId": j.config_id,
-                                       "url": display_url(j.url), "attempt": j.attempt, "lastError": j.last_error}
-                                      for j in await service.queue.dead_letters(dead)]
-            finally:
-                await service.stop()
-
-        _run(inspect)
-    except StartupError as exc:
-        _fail(str(exc))
-        return
-    click.echo(json.dumps(report, indent=2))
 
 
 @a2a.group("keys")
@@ -356,10 +321,6 @@ def keys_list(config_path: str, output: str) -> None:
         return
     for key in described:
         click.echo("  ".join(str(key.get(field, "")) for field in ("kid", "alg", "status", "createdAt", "retiredAt")))
-
-
-def _issuer(config: Any) -> str:
-    return f"http://{config.host}:{config.port}"
 
 
 def _run(body: Any) -> None:

@@ -19,15 +19,15 @@ a turn through a :class:`NodeLink`:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a.server.cluster import VersionedEvent
-from a2a.server.tasks import PushNotificationConfigStore, TaskStore
+from a2a.server.tasks import TaskStore
 
 if TYPE_CHECKING:
-    from iac_code.push_crypto import PushKeyring
+    from iac_code.push_jobs import PushConfigRecords
 
 NODE_UNAVAILABLE = "The server node running this task is not reachable. Retry shortly."
 _TASK_SCOPE = " task:"  # a space: never part of a valid context id
@@ -114,8 +114,8 @@ class NodeLink(ABC):
 
 @dataclass
 class StateBackend:
-    """What ``task-store: <name>`` provides: the shared task store, the node link and push configs."""
+    """What ``task-store: <name>`` provides: the shared task store, the node link and the push-config records."""
 
     task_store: TaskStore
     link: NodeLink
-    push_configs: Callable[[PushKeyring], PushNotificationConfigStore] | None = None
+    push_configs: PushConfigRecords | None = None

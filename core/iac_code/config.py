@@ -9,7 +9,6 @@ error naming the key.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -108,40 +107,6 @@ def parse_thinking_exposure(value: Any) -> frozenset[str]:
     return frozenset(enabled)
 
 
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-# A DNS host name (labels of letters, digits, '-' and '_'), already lower-cased.
-_HOST_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*")
-
-
-def split_push_allowed_hosts(entries: Iterable[str]) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
-    """``push-allowed-hosts`` entries → (host names, networks); an IP address is a one-address network.
-
-    Raises ``ValueError`` naming the key and the entry for anything else.
-    """
-    names: set[str] = set()
-    networks: list[IPNetwork] = []
-    for entry in entries:
-        text = entry.strip().lower()
-        if text.startswith("[") and text.endswith("]"):
-            text = text[1:-1]  # a bracketed IPv6 literal, as written in URLs
-        if "/" in text and "://" not in text:
-            try:
-                networks.append(ipaddress.ip_network(text, strict=False))
-            except ValueError:
-                raise ValueError(f"push-allowed-hosts: {entry!r} is not a valid CIDR network") from None
-            continue
-        try:
-            networks.append(ipaddress.ip_network(text))
-            continue
-        except ValueError:
-            pass
-        name = text.rstrip(".")
-        if not _HOST_NAME.fullmatch(name):
-            raise ValueError(f"push-allowed-hosts: {entry!r} is not a host name, IP address or CIDR network")
-        names.add(name)
-    return frozenset(names), tuple(networks)
-
-
 class ServerConfig(BaseModel):
     """The kernel's own settings. Plugins add theirs by model inheritance."""
 
@@ -172,29 +137,6 @@ class ServerConfig(BaseModel):
     artifact_inline_bytes: int = Field(
         65536, ge=0, description="Text artifacts up to this size are also given inline, as a text part (0: never).")
     context_idle_timeout: float = Field(3600.0, gt=0, description="Seconds before an idle context leaves memory.")
-    push_notifications: bool = Field(False, description="Enable the push-notification config API and delivery.")
-    push_queue: str = Field("local-file", description="Push delivery queue plugin: local-file or redis-streams.")
-    push_events: Any = Field(
-        ["terminal", "input-required"],
-        description="Task events pushed: all, or a list of terminal, input-required, auth-required, submitted, "
-        "working, completed, failed, canceled, rejected.")
-    push_delivery: str = Field(
-        "server", description="server: this process delivers queued pushes; external: only "
-        "'iac-code a2a push-worker' processes do.")
-    push_timeout: float = Field(5.0, gt=0, description="Seconds one push delivery attempt may take.")
-    push_max_attempts: int = Field(5, ge=1, description="Delivery attempts before a push is dead-lettered.")
-    push_retry_base_delay: float = Field(
-        1.0, gt=0, description="Seconds before the first retry; doubles per attempt (±20 % jitter).")
-    push_retry_max_delay: float = Field(60.0, gt=0, description="Longest wait between two delivery attempts.")
-    push_concurrency: int = Field(64, ge=1, description="Push deliveries one worker runs at once.")
-    push_lease_timeout_ms: int = Field(
-        300_000, ge=100, description="Milliseconds a claimed push job stays leased before another worker may take it.")
-    push_signing: bool = Field(
-        False, description="Sign each push with a JWT (X-A2A-Notification-Signature); keys at /.well-known/jwks.json.")
-    push_allowed_hosts: list[str] = Field(
-        default_factory=list,
-        description="Push-notification hosts exempt from the private/loopback/link-local URL screen: host names, "
-        "IP addresses or CIDR networks (matched against the URL's host as written; never resolved for the check).")
 
     card_signer: str = Field(
         "", description="Agent Card signer plugin: hmac (HS256) or jwks (asymmetric); default hmac when a "
@@ -270,16 +212,6 @@ class ServerConfig(BaseModel):
         parse_thinking_exposure(value)
         return value
 
-    @field_validator("push_events")
-    @classmethod
-    def _check_push_events(cls, value: Any) -> Any:
-        from iac_code.push_sender import parse_push_events
-
-        if not isinstance(value, str | list):
-            raise ValueError("push-events: a list of event names, or 'all'")
-        parse_push_events(value)
-        return value
-
     @field_validator("log_format")
     @classmethod
     def _check_log_format(cls, value: str) -> str:
@@ -297,24 +229,6 @@ class ServerConfig(BaseModel):
     def effective_card_signer(self) -> str:
         """``card-signer``, or ``hmac`` when a signing secret is configured, else ``""`` (unsigned)."""
         return self.card_signer or ("hmac" if self.signing_secret or self.signing_secrets else "")
-
-    @field_validator("push_queue", "push_delivery")
-    @classmethod
-    def _normalise_name(cls, value: str) -> str:
-        return value.strip().lower().replace("_", "-")
-
-    @field_validator("push_delivery")
-    @classmethod
-    def _check_push_delivery(cls, value: str) -> str:
-        if value not in ("server", "external"):
-            raise ValueError("push-delivery: must be server or external")
-        return value
-
-    @field_validator("push_allowed_hosts")
-    @classmethod
-    def _check_push_allowed_hosts(cls, value: list[str]) -> list[str]:
-        split_push_allowed_hosts(value)
-        return value
 
     @property
     def thinking_types(self) -> frozenset[str]:
@@ -488,7 +402,7 @@ def load_config(
 
 
 def key_name(key: str) -> str:
-    """A setting as YAML spells it (``push_redis_url`` → ``push-redis-url``)."""
+    """A setting as YAML spells it (``task_store_redis_url`` → ``task-store-redis-url``)."""
     return key.replace("_", "-")
 
 

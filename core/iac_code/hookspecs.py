@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         HttpRouteSpec,
         PartDecoderSpec,
         PushQueueSpec,
+        PushServiceSpec,
         RouterSpec,
         StateBackendSpec,
         ToolSpec,
@@ -97,7 +98,24 @@ def iac_code_state_backends() -> list[StateBackendSpec]:
 
     :return: backend records; ``create(kernel)`` returns a
         :class:`~iac_code.cluster.StateBackend`: the task store every node shares, this
-        node's :class:`~iac_code.cluster.NodeLink`, and the shared push-config store.
+        node's :class:`~iac_code.cluster.NodeLink`, and the shared push-config records.
+    """
+
+
+@hookspec
+def iac_code_push_services() -> list[PushServiceSpec]:
+    """Provide push notifications: the push-config API's store, the sender, delivery.
+
+    Called once when the kernel is built (and by the start-up checks), before anything
+    binds. The kernel hands the service's a2a-sdk ``PushNotificationConfigStore`` and
+    ``PushNotificationSender`` to its request handler, screens callback URLs with it,
+    starts it after the transports bound and stops it after them; the Agent Card's
+    ``pushNotifications`` is the service's ``enabled``. Without any, the server has no
+    push notifications (the push-config methods answer -32003).
+
+    :return: push service records (at most one may be installed); ``create(context)``
+        receives a :class:`~iac_code.records.PushContext` and returns a
+        :class:`~iac_code.records.PushService` (not started yet).
     """
 
 
@@ -105,8 +123,8 @@ def iac_code_state_backends() -> list[StateBackendSpec]:
 def iac_code_push_queues() -> list[PushQueueSpec]:
     """Provide push-notification delivery queues (``push-queue`` setting).
 
-    Called when push notifications are enabled and the queue is built (by the
-    server, and by ``iac-code a2a push-worker``).
+    Called when the push service builds its queue (in the server, and in
+    ``iac-code a2a push-worker``).
 
     :return: queue records; ``create(context)`` receives a
         :class:`~iac_code.push_jobs.QueueContext` and returns a

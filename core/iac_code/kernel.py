@@ -30,10 +30,16 @@ from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.plugins import KNOWN_RUNTIMES, KNOWN_TASK_STORES, Plugins, not_available
-from iac_code.push_sender import QueueingPushSender
-from iac_code.push_service import PushService
-from iac_code.push_urls import PushUrlGuard
-from iac_code.records import HttpRouteSpec, InterfaceInfo, SigningKeySet, ToolSpec, TransportServer, TransportSpec
+from iac_code.records import (
+    HttpRouteSpec,
+    InterfaceInfo,
+    PushContext,
+    PushService,
+    SigningKeySet,
+    ToolSpec,
+    TransportServer,
+    TransportSpec,
+)
 from iac_code.request_handler import DecodingContextBuilder, KernelRequestHandler
 from iac_code.state_lock import StateDirectoryLock
 from iac_code.storage import SnapshotWriter, sweep_temp_files
@@ -102,10 +108,11 @@ class Kernel:
         self._owns_lock = False  # start() took it (no caller did): stop() gives it up again
         self.transport_specs: list[TransportSpec] = _transport_specs(plugins, config.transport)
         self.authenticator = Authenticator(config)
-        self.cards = CardService(config)
         self.state_dir = config.resolved_persistence_dir()
         self.writer = SnapshotWriter(backlog=config.task_cache_size)  # bounds unwritten tasks and contexts
         self.backend = self._state_backend()
+        self.push: PushService | None = self._push_service()  # started after the transports bound
+        self.cards = CardService(config, push_notifications=self.push is not None and self.push.enabled)
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
             self.state_dir, self.writer, cache_size=config.task_cache_size,
@@ -121,8 +128,6 @@ class Kernel:
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
         self._servers: list[TransportServer] = []
-        self.push: PushService | None = None
-        self._push_sender: QueueingPushSender | None = None
         self.interfaces: list[InterfaceInfo] = []
         self.signing_keys: SigningKeySet | None = None
         self._card_refresher: asyncio.Task[None] | None = None
@@ -143,6 +148,17 @@ class Kernel:
         if name not in backends:
             raise StartupError(not_available("Task store", name, ["local", *backends], KNOWN_TASK_STORES))
         return backends[name].record.create(self)
+
+    def _push_service(self) -> PushService | None:
+        """The push service of the push plugin (``None`` when none is installed), built but not started."""
+        provided = self.plugins.push_service()
+        if provided is None:
+            return None
+        context = PushContext(config=self.config, state_dir=self.state_dir,
+                              queues=self.plugins.push_queue_factories(),
+                              shared_configs=self.backend.push_configs if self.backend is not None else None,
+                              server=self)
+        return provided.record.create(context)
 
     def _card_signer(self) -> Any:
         """The configured card signer (``card-signer``) and its key set, through the signer hook."""
@@ -199,13 +215,12 @@ class Kernel:
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
         handler_class = traced_handler_class() if self.config.tracing else KernelRequestHandler
-        push: dict[str, Any] = {"push_guard": PushUrlGuard(self.config.push_allowed_hosts)}
-        if self.push is not None:
-            self._push_sender = QueueingPushSender(
-                self.push.store, self.push.queue, self.push.guard, events=self.config.push_events,
-                settle=getattr(self.task_store, "settle_task", lambda _task_id: self.task_store.sync()))
-            push = {"push_config_store": self.push.store, "push_sender": self._push_sender,
-                    "push_guard": self.push.guard}
+        push: dict[str, Any] = {}
+        if self.push is not None:  # started: with push off, only its URL check (a2a-sdk answers -32003 after it)
+            sender = self.push.sender
+            push = {"push_config_store": self.push.config_store, "push_sender": sender,
+                    "check_push_url": self.push.check_url,
+                    "push_flushed": self.push.flushed if sender is not None else None}
         self.request_handler = handler_class(
             agent_executor=self.executor,
             task_store=self.task_store,
@@ -332,18 +347,8 @@ class Kernel:
         self.contexts.start()
 
     async def _start_push(self) -> None:
-        allowed = self.config.push_allowed_hosts
-        if not self.config.push_notifications:
-            if allowed:
-                logger.warning("push-allowed-hosts is set but push-notifications is off: it has no effect")
-            return
-        self.push = PushService(self.config, self.plugins, self.state_dir, key_set=self.signing_keys,
-                                shared_store=self.backend.push_configs if self.backend is not None else None)
-        issuer = self.interfaces[0].url if self.interfaces else "iac-code"
-        await self.push.start(deliver=self.config.push_delivery == "server", issuer=issuer)
-        if allowed:
-            logger.warning("push-allowed-hosts: push notifications may go to %s without the "
-                           "private/loopback/link-local URL screen", ", ".join(allowed))
+        if self.push is not None:
+            await self.push.start(self.interfaces[0].url if self.interfaces else "iac-code")
 
     async def stop(self) -> None:
         """Stop the transports, then drain the running turns and the pushes they queued.
@@ -360,12 +365,8 @@ class Kernel:
         await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()
-        if self._push_sender is not None:
-            await self._push_sender.flush_all()
-            self._push_sender = None
         if self.push is not None:
             await self.push.stop()
-            self.push = None
         await self.contexts.stop()
         if self.link is not None:
             await self.link.stop()

@@ -33,6 +33,7 @@ from iac_code.records import (
     HttpRouteSpec,
     PartDecoderSpec,
     PushQueueSpec,
+    PushServiceSpec,
     RouterSpec,
     StateBackendSpec,
     ToolSpec,
@@ -52,6 +53,7 @@ T = TypeVar("T")
 # Which root extra brings which first-party plugin, for install hints.
 EXTRA_FOR_PLUGIN: dict[str, str] = {
     "http": "a2a",
+    "push": "a2a",
     "push-file": "a2a",
     "grpc": "a2a-grpc",
     "grpc-jsonrpc": "a2a-grpc",
@@ -331,6 +333,20 @@ class Plugins:
 
     def push_queues(self) -> dict[str, Provided[PushQueueSpec]]:
         return self._by_name("iac_code_push_queues", PushQueueSpec, "Push queue", lambda q: (q.name,))
+
+    def push_service(self) -> Provided[PushServiceSpec] | None:
+        """The installed push service (``None``: no push notifications); two are a conflict naming both."""
+        provided = list(self._by_name("iac_code_push_services", PushServiceSpec, "Push service",
+                                      lambda p: (p.name,)).values())
+        if len(provided) > 1:
+            first, second = provided[0], provided[1]
+            raise StartupError(f"Push notifications are provided by both {first.plugin} ({first.distribution}) "
+                               f"and {second.plugin} ({second.distribution}); block one with disabled-plugins")
+        return provided[0] if provided else None
+
+    def push_queue_factories(self) -> dict[str, Callable[[Any], Any]]:
+        """Every installed push queue's ``create`` by name (what a push service selects from)."""
+        return {name: p.record.create for name, p in self.push_queues().items()}
 
     def card_signers(self) -> dict[str, Provided[CardSignerSpec]]:
         return self._by_name("iac_code_card_signers", CardSignerSpec, "Card signer", lambda s: (s.name,))

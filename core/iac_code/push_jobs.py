@@ -1,10 +1,10 @@
-"""Push-notification delivery jobs and the queue interface the push-queue plugins implement.
+"""Push-notification delivery jobs and the interfaces push plugins share: the queue, the shared config records.
 
 A :class:`PushJob` is one notification for one push configuration: the
-StreamResponse payload, where to send it and its delivery state. The kernel's
-sender builds jobs, a queue plugin (``push-queue``: ``local-file``,
-``redis-streams``) keeps them durably, and the kernel's delivery worker claims,
-sends, retries and dead-letters them. Jobs carry no credentials: headers are
+StreamResponse payload, where to send it and its delivery state. The push
+service's sender builds jobs, a queue plugin (``push-queue``: ``local-file``,
+``redis-streams``) keeps them durably, and the push service's delivery worker
+claims, sends, retries and dead-letters them. Jobs carry no credentials: headers are
 rebuilt from the stored configuration at each attempt. Queues store jobs only as
 :class:`JobCodec` output, which is encrypted (spec: push.md §3.1, §5.3).
 
@@ -203,3 +203,34 @@ class QueueContext:
     config: Any
     codec: JobCodec
     state_dir: Path
+
+
+@runtime_checkable
+class PushConfigRecords(Protocol):
+    """A shared state backend's push configurations, as opaque records (``task-store: redis``).
+
+    The push service encrypts and decodes them; the backend only keeps bytes: per task,
+    a set of named records (the names the push service chooses), every node and push
+    worker reading the same ones, deleted with the task. A method that cannot reach the
+    backend raises a2a-sdk's ``InternalError`` with a message fit for the client.
+    """
+
+    async def put(self, task_id: str, name: str, data: bytes) -> None:
+        """Store (or replace) record ``name`` of the task, durably before returning."""
+        ...
+
+    async def get(self, task_id: str, name: str) -> bytes | None:
+        """Record ``name`` of the task (``None`` when absent)."""
+        ...
+
+    async def read_all(self, task_id: str) -> dict[str, bytes]:
+        """Every record of the task by name."""
+        ...
+
+    async def names(self, task_id: str) -> list[str]:
+        """The names of the task's records."""
+        ...
+
+    async def delete(self, task_id: str, names: Sequence[str]) -> None:
+        """Remove these records of the task (absent ones are ignored)."""
+        ...

@@ -8,17 +8,18 @@ kernel selects implementations by configured name, never by registration order.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from a2a.server.tasks import PushNotificationConfigStore, PushNotificationSender
     from aiohttp import web
 
     from iac_code.cluster import StateBackend
     from iac_code.kernel import Kernel
-    from iac_code.push_jobs import PushQueue, QueueContext
+    from iac_code.push_jobs import PushConfigRecords, PushQueue, QueueContext
     from iac_code.runtime import AgentRuntime
 
 
@@ -105,21 +106,21 @@ class TransportSpec:
     url_schemes: tuple[str, ...] = ()
 
 
-# --------------------------------------------------------------------------- push queues
+# --------------------------------------------------------------------------- shared state, push
 
 
 @dataclass(frozen=True)
 class StateBackendSpec:
     """A shared state backend selected by the ``task-store`` setting (several server nodes, one service).
 
-    ``push_configs(config)`` gives the shared push-config store factory alone, for
+    ``push_configs(config)`` gives the backend's shared push-config records alone, for
     processes that are not server nodes (``iac-code a2a push-worker``).
     """
 
     name: str
     create: Callable[[Kernel], StateBackend]
     description: str = ""
-    push_configs: Callable[[Any], Callable[[Any], Any]] | None = None
+    push_configs: Callable[[Any], PushConfigRecords] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,86 @@ class PushQueueSpec:
 
     name: str
     create: Callable[[QueueContext], PushQueue]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PushContext:
+    """What a push service's ``create`` receives.
+
+    The settings (every plugin's keys), the persistence directory, the installed push
+    queues' factories by name, the shared state backend's push-config records (``None``
+    with ``task-store: local``), and ``server``: the running server's
+    :class:`~iac_code.api.PluginContext`, or ``None`` in a command that runs apart from
+    the server (``iac-code a2a push-worker``).
+    """
+
+    config: Any
+    state_dir: Path
+    queues: Mapping[str, Callable[[QueueContext], PushQueue]] = field(default_factory=dict)
+    shared_configs: PushConfigRecords | None = None
+    server: Any = None
+
+
+class PushService(Protocol):
+    """A server's push notifications, as the kernel's request handler and lifecycle use them.
+
+    ``enabled`` is the card's ``pushNotifications`` capability; ``config_store`` and
+    ``sender`` are a2a-sdk's interfaces the request handler is given (``None`` until
+    :meth:`start`, and always ``None`` when not enabled: a2a-sdk then answers the push-config
+    methods with its push-not-supported error). ``signs``: notifications carry a signature
+    whose keys :meth:`public_jwks` publishes at ``/.well-known/jwks.json``.
+    """
+
+    enabled: bool
+    signs: bool
+
+    @property
+    def config_store(self) -> PushNotificationConfigStore | None:
+        ...
+
+    @property
+    def sender(self) -> PushNotificationSender | None:
+        ...
+
+    async def check_url(self, url: str) -> None:
+        """Screen a callback URL before a configuration is stored (also when not enabled).
+
+        Raises ``ValueError`` whose text the client gets as invalid params (``-32602``).
+        """
+        ...
+
+    async def start(self, issuer: str) -> None:
+        """Open stores and queues and start delivering; ``issuer`` is the server's first interface URL."""
+        ...
+
+    async def flushed(self, task_id: str) -> None:
+        """Wait until every notification of ``task_id`` sent so far is durably queued (before an answer leaves)."""
+        ...
+
+    async def stop(self) -> None:
+        """Let queued enqueues finish, stop delivering and release everything."""
+        ...
+
+    def public_jwks(self) -> dict[str, Any]:
+        """``{"keys": [...]}``: the public keys receivers verify notifications with."""
+        ...
+
+
+@dataclass(frozen=True)
+class PushServiceSpec:
+    """Push notifications for the server: the push-config API's store, the sender, delivery.
+
+    ``create(context)`` builds the (not yet started) :class:`PushService` without I/O;
+    ``check(config, queues)`` reports configuration problems before anything starts, given
+    the names of the installed push queues. At most one push service may be installed: a
+    second is a conflict naming both (block one with ``disabled-plugins``); with none, the
+    server has no push notifications.
+    """
+
+    name: str
+    create: Callable[[PushContext], PushService]
+    check: Callable[[Any, Collection[str]], list[str]] | None = None
     description: str = ""
 
 

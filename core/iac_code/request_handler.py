@@ -28,9 +28,9 @@ import base64
 import contextvars
 import logging
 import re
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
@@ -85,7 +85,6 @@ from iac_code.permissions import (
     text_decision,
     validate_answer,
 )
-from iac_code.push_sender import QueueingPushSender
 from iac_code.remote_turns import RemoteTurns
 from iac_code.task_events import replayed, resume_after, stamped_copy, version_number
 from iac_code.turns import (
@@ -102,9 +101,6 @@ from iac_code.turns import (
     until_stop,
 )
 from iac_code.workspace import WorkspaceError, resolve_workspace
-
-if TYPE_CHECKING:
-    from iac_code.push_urls import PushUrlGuard
 
 logger = logging.getLogger(__name__)
 
@@ -186,12 +182,15 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
 
     def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
                  contexts: ContextRegistry | None = None, permissions: PermissionBroker | None = None,
-                 max_active_turns_per_caller: int = 0, push_guard: PushUrlGuard | None = None,
+                 max_active_turns_per_caller: int = 0,
+                 check_push_url: Callable[[str], Awaitable[None]] | None = None,
+                 push_flushed: Callable[[str], Awaitable[None]] | None = None,
                  link: NodeLink | None = None, forward_timeout: float = 30.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._link = link
         self._forward_timeout = forward_timeout
-        self._push_guard = push_guard
+        self._check_push_url = check_push_url
+        self._push_flushed = push_flushed
         self.turn_ends_in_input_required = turn_ends_in_input_required
         self._contexts = contexts
         self._permissions = permissions
@@ -205,15 +204,15 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         task_id = _task_id_of(item)
         if task_id and settle is not None:
             await settle((task_id,), context)
-        if task_id and isinstance(self._push_sender, QueueingPushSender):
-            await self._push_sender.flushed(task_id)
+        if task_id and self._push_flushed is not None:
+            await self._push_flushed(task_id)
 
     async def _reject_unsafe_push_url(self, url: str) -> None:
-        """The callback URL guard (static rules and every resolved address); its message as ``-32602``."""
-        if self._push_guard is None or _CHECKED_PUSH_URL.get() == url:
+        """The push service's callback URL guard (static rules and every resolved address); its message as ``-32602``."""
+        if self._check_push_url is None or _CHECKED_PUSH_URL.get() == url:
             return
         try:
-            await self._push_guard.check(url)
+            await self._check_push_url(url)
         except ValueError as exc:
             raise InvalidParamsError(message=str(exc)) from None
 

@@ -152,6 +152,62 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def read_private_file(path: Path) -> bytes | None:
+    """The file's bytes, or ``None`` when absent; a group/other-readable file is made ``0600`` first (with a warning)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if os.name != "nt" and mode & 0o077:
+        logger.warning("%s was readable by other users; restricting it to its owner (0600)", path.name)
+        os.chmod(path, 0o600)
+    return path.read_bytes()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
+def write_new_private_file(path: Path, data: bytes) -> bool:
+    """Create ``path`` (``0600``, in a ``0700`` directory) holding ``data`` unless it exists; whether it was created.
+
+    The file appears whole (temp file, fsync, hard link) and never replaces one
+    another process created meanwhile: two servers starting on a fresh directory
+    both end up with the first one's key, not each with its own.
+    """
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links on this file system: exclusive create, then write
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return False
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o600)
+    fsync_dir(path.parent)
+    return True
+
+
 class JsonDirectory:
     """A directory of JSON documents, one file per key.
 

@@ -3,9 +3,10 @@
 :func:`check_startup` runs after the configuration loaded (every key typed and known) and
 before the state directory is locked, a socket binds or a snapshot is restored. It collects
 every problem as one line instead of stopping at the first: the selected components are
-installed (transports, task store, agent runtime, card signer, push queue), no option was
-written that does nothing with the rest of the settings (:data:`KERNEL_DEPENDENCIES`), and
-every plugin's own checks (the ``iac_code_check_config`` hook) pass. ``iac-code a2a`` and
+installed (transports, task store, agent runtime, card signer), the push service's checks
+pass (its push queue among them), no option was written that does nothing with the rest of
+the settings (:data:`KERNEL_DEPENDENCIES`), and every plugin's own checks (the
+``iac_code_check_config`` hook) pass. ``iac-code a2a`` and
 ``iac-code a2a --check-config`` run exactly this.
 """
 
@@ -41,19 +42,12 @@ class Dependency:
         return (in_conflict if self.conflict else without_effect)(config, self.keys, self.needs)
 
 
-def _push_on(config: Any) -> bool:
-    return bool(config.push_notifications)
-
-
 def _no_executor(config: Any) -> bool:
     return not config.agent_executor
 
 
 # The kernel's own dependent options (docs/configuration.md, "Options that depend on others").
 KERNEL_DEPENDENCIES: tuple[Dependency, ...] = (
-    Dependency(("push_queue", "push_events", "push_delivery", "push_timeout", "push_max_attempts",
-                "push_retry_base_delay", "push_retry_max_delay", "push_concurrency", "push_lease_timeout_ms",
-                "push_signing", "push_allowed_hosts"), "push-notifications: true", _push_on),
     Dependency(("signing_kid",), "signing-secrets", lambda c: bool(c.signing_secrets)),
     Dependency(("basic_username",), "basic-password", lambda c: bool(c.basic_password)),
     Dependency(("basic_password",), "basic-username", lambda c: bool(c.basic_username)),
@@ -104,10 +98,14 @@ def _components(config: Any, plugins: Plugins, problems: list[str]) -> None:
     if signer != "hmac" and (config.signing_secret or config.signing_secrets):
         key = "signing-secret" if config.signing_secret else "signing-secrets"
         problems.append(f"'{key}' has no effect with 'card-signer: {signer}': remove it, or set 'card-signer: hmac'.")
-    if config.push_notifications and config.push_queue not in plugins.push_queues():
-        from iac_code.push_service import MISSING_QUEUE
 
-        problems.append(MISSING_QUEUE.get(config.push_queue, "push-queue must be local-file or redis-streams."))
+
+def _push(config: Any, plugins: Plugins) -> list[str]:
+    """The push service's own checks (the selected push queue is installed, no push key without push)."""
+    push = plugins.push_service()
+    if push is None or push.record.check is None:
+        return []
+    return push.record.check(config, set(plugins.push_queues()))
 
 
 def check_startup(config: Any, plugins: Plugins) -> list[str]:
@@ -117,6 +115,10 @@ def check_startup(config: Any, plugins: Plugins) -> list[str]:
     try:
         _components(config, plugins, problems)
     except StartupError as exc:  # two plugins providing one component name
+        problems.append(str(exc))
+    try:
+        problems += _push(config, plugins)
+    except StartupError as exc:  # two push services, or two queues of one name
         problems.append(str(exc))
     for rule in KERNEL_DEPENDENCIES:
         problems += rule.problems(config)

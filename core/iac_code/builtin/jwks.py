@@ -26,7 +26,8 @@ MAX_AGE = 300
 
 @hookimpl
 def iac_code_http_routes(kernel: Kernel | None) -> list[HttpRouteSpec]:
-    if kernel is None or not (kernel.config.push_signing or kernel.signing_keys is not None):
+    push = getattr(kernel, "push", None)
+    if kernel is None or not ((push is not None and push.signs) or kernel.signing_keys is not None):
         return []
     from aiohttp import web
 

@@ -1,25 +1,21 @@
 """Plugin registration: the ``local-file`` push queue (the default ``push-queue``).
 
-It adds no configuration keys: the lease is the kernel's ``push-lease-timeout-ms``
+It adds no configuration keys: the lease is the push plugin's ``push-lease-timeout-ms``
 and the queue lives in ``<persistence-dir>/push_queue/``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from iac_code.hookspecs import hookimpl
-from iac_code.records import PushQueueSpec
+from iac_code.api import PushQueue, PushQueueSpec, QueueContext, hookimpl
 from iac_code_push_file.queue import DEFAULT_LEASE_MS, LocalFileQueue
 
-if TYPE_CHECKING:
-    from iac_code.push_jobs import PushQueue, QueueContext
+IAC_CODE_API_VERSION = "1.0"
 
 QUEUE_DIRECTORY = "push_queue"
 
 
 def lease_timeout_ms(config: object) -> int:
-    """The kernel's ``push_lease_timeout_ms`` setting (5 minutes when absent or not a positive number)."""
+    """The ``push_lease_timeout_ms`` setting (5 minutes when absent or not a positive number)."""
     value = getattr(config, "push_lease_timeout_ms", DEFAULT_LEASE_MS)
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         return DEFAULT_LEASE_MS

@@ -62,9 +62,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_code.background import spawn
-from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, next_seq
-from iac_code.storage import atomic_write, private_dir, sweep_temp_files
+from iac_code.api import ClaimedJob, JobCodec, PushJob, atomic_write, next_seq, private_dir, spawn, sweep_temp_files
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +157,7 @@ class _Change:
 class LocalFileQueue:
     """A durable, at-least-once push queue in a local directory (``push-queue: local-file``).
 
-    Implements :class:`iac_code.push_jobs.PushQueue`; see the module documentation for the
+    Implements :class:`iac_code.api.PushQueue`; see the module documentation for the
     layout and the crash-safety argument. ``lease_timeout_ms`` is how long a claimed job
     stays leased before another claim may take it again.
     """

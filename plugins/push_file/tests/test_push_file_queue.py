@@ -22,13 +22,13 @@ import pytest
 from iac_code_push_file.plugin import iac_code_push_queues
 from iac_code_push_file.queue import LocalFileQueue, pending_name
 
-from iac_code.push_jobs import ClaimedJob, PushJob, PushQueue, QueueContext
+from iac_code.api import ClaimedJob, PushJob, PushQueue, QueueContext
 
 pytestmark = pytest.mark.timeout(30)
 
 
 class JsonCodec:
-    """Plain JSON, for tests: the kernel's encrypting codec is tested with the kernel."""
+    """Plain JSON, for tests: the push plugin's encrypting codec is tested with it (tests/test_push_queue_encryption.py)."""
 
     def encode(self, job: PushJob) -> bytes:
         return json.dumps(job.to_record(), sort_keys=True, separators=(",", ":")).encode()
@@ -223,7 +223,7 @@ async def test_permissions_and_temp_file_sweep(tmp_path: Path) -> None:
 CHILD = textwrap.dedent("""
     import asyncio, json, os, signal, sys
     from pathlib import Path
-    from iac_code.push_jobs import PushJob
+    from iac_code.api import PushJob
     from iac_code_push_file.queue import LocalFileQueue
 
     class JsonCodec:
@@ -375,26 +375,3 @@ async def test_waiting_claim_finds_another_instances_job(tmp_path: Path) -> None
     finally:
         await writer.close()
         await reader.close()
-
-
-async def test_with_the_kernel_cipher_files_are_encrypted_and_a_foreign_key_is_set_aside(tmp_path: Path) -> None:
-    crypto = pytest.importorskip("iac_code.push_crypto")
-    ours = crypto.JobCipher(crypto.PushKeyring.load(tmp_path / "ours", env={}))
-    theirs = crypto.JobCipher(crypto.PushKeyring.load(tmp_path / "theirs", env={}))
-    job = make_job(1, payload={"secret": "s3cr3t-payload"})
-    foreign = LocalFileQueue(queue_dir(tmp_path), theirs)
-    await foreign.start()
-    await foreign.enqueue([job])
-    await foreign.close()
-    [name] = os.listdir(queue_dir(tmp_path) / "pending")
-    data = (queue_dir(tmp_path) / "pending" / name).read_bytes()
-    assert b"s3cr3t" not in data and b"iacCodeEncryptedPushJob" in data
-    q = LocalFileQueue(queue_dir(tmp_path), ours)
-    await q.start()
-    try:
-        mine = make_job(2)
-        await q.enqueue([mine])
-        assert [c.job for c in await q.claim(10, 0)] == [mine]
-        assert (await q.depth())["dead"] == 1
-    finally:
-        await q.close()

@@ -7,17 +7,13 @@ its keys validate) without the optional dependency installed.
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iac_code.config import without_effect
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import PushQueueSpec
+from iac_code.api import PushQueue, PushQueueSpec, QueueContext, StartupError, hookimpl, without_effect
 
-if TYPE_CHECKING:
-    from iac_code.push_jobs import PushQueue, QueueContext
+IAC_CODE_API_VERSION = "1.0"
 
 QUEUE_NAME = "redis-streams"
 MISSING_DEPENDENCIES = "Redis-backed A2A push delivery requires optional dependencies. Install iac-code[a2a-redis]."
@@ -77,7 +73,7 @@ def iac_code_config_model() -> type[BaseModel]:
 @hookimpl
 def iac_code_check_config(config: Any) -> list[str]:
     """``push-redis-url``, three distinct keys and the ``redis`` package for this queue; its keys refused otherwise."""
-    if not config.push_notifications:
+    if not getattr(config, "push_notifications", False):  # also without the push plugin
         return without_effect(config, RedisPushQueueConfig.model_fields, "push-notifications: true")
     if config.push_queue != QUEUE_NAME:
         return without_effect(config, RedisPushQueueConfig.model_fields, f"push-queue: {QUEUE_NAME}")

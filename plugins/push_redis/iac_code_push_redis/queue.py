@@ -63,9 +63,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
 
-from iac_code.errors import StartupError
-from iac_code.push_jobs import ClaimedJob, JobCodec, PushJob, QueueContext
-from iac_code.url_credentials import redact, redis_location, url_secrets
+from iac_code.api import ClaimedJob, JobCodec, PushJob, QueueContext, StartupError, redact, redis_location, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +173,7 @@ def _stream_entries(reply: Any) -> list[tuple[Any, Any]]:
 
 
 class RedisStreamsQueue:
-    """A :class:`~iac_code.push_jobs.PushQueue` on a Redis stream read through one consumer group.
+    """A :class:`~iac_code.api.PushQueue` on a Redis stream read through one consumer group.
 
     Every process is one consumer of the group; all of them share the jobs. Nothing
     held in process memory grows with traffic (one reclaim cursor, one outage flag).
@@ -216,7 +214,7 @@ class RedisStreamsQueue:
 
     @classmethod
     def from_context(cls, ctx: QueueContext) -> RedisStreamsQueue:
-        """The queue the settings describe (plugin keys plus the kernel's ``push_lease_timeout_ms``)."""
+        """The queue the settings describe (plugin keys plus the push plugin's ``push_lease_timeout_ms``)."""
         config = ctx.config
         return cls(
             url=str(getattr(config, "push_redis_url", "")), codec=ctx.codec,

@@ -23,16 +23,14 @@ import redis.asyncio as aioredis
 from iac_code_push_redis import plugin
 from iac_code_push_redis.queue import RedisQueueError, RedisQueueUnavailable, RedisStreamsQueue
 
-from iac_code.errors import StartupError
-from iac_code.plugins import Plugins
-from iac_code.push_jobs import ClaimedJob, PushJob, PushQueue, QueueContext
-from iac_code.testing import redis_url, start_redis_server
+from iac_code.api import ClaimedJob, PushJob, PushQueue, QueueContext, StartupError
+from iac_code.testing import make_kernel, redis_url, start_redis_server
 
 LOGGER = "iac_code_push_redis"
 
 
 class JsonCodec:
-    """Plain JSON (the kernel's codec encrypts; the queue only stores and returns the bytes)."""
+    """Plain JSON (the push plugin's codec encrypts; the queue only stores and returns the bytes)."""
 
     def encode(self, job: PushJob) -> bytes:
         return json.dumps(job.to_record(), sort_keys=True, separators=(",", ":")).encode()
@@ -45,7 +43,7 @@ class JsonCodec:
 
 
 class QueueSettings(plugin.RedisPushQueueConfig):
-    """The plugin's keys plus the kernel's lease key."""
+    """The plugin's keys plus the push plugin's lease key."""
 
     push_lease_timeout_ms: int = 300000
 
@@ -135,8 +133,8 @@ def ids(claimed: Sequence[ClaimedJob]) -> list[str]:
 # ------------------------------------------------------------------ plugin
 
 
-def test_plugin_is_registered_with_its_keys() -> None:
-    plugins = Plugins.load()
+def test_plugin_is_registered_with_its_keys(tmp_path: Path) -> None:
+    plugins = make_kernel({"persistence-dir": str(tmp_path)}).plugins
     assert "redis-streams" in plugins.push_queues()
     fields = plugin.RedisPushQueueConfig.model_fields
     assert {k: fields[k].default for k in fields} == {
@@ -450,26 +448,3 @@ async def test_password_never_logged(queues: Queues, private_dir: Path, caplog: 
     finally:
         server.kill()
         server.wait()
-
-
-async def test_jobs_are_stored_encrypted_with_the_kernel_codec(queues: Queues, private_dir: Path) -> None:
-    from iac_code.push_crypto import JobCipher, PushKeyring
-
-    config = queues.config()
-    cipher = JobCipher(PushKeyring.load(private_dir, env={}))
-    queue = plugin.create_queue(QueueContext(config=config, codec=cipher, state_dir=private_dir))
-    queues.made.append(queue)  # type: ignore[arg-type]
-    await queue.start()
-    job = make_job(7, at=0)
-    await queue.enqueue([job, job.rescheduled(at=time.time() + 60)])
-    client = queues.redis()
-    try:
-        ((_, fields),) = await client.xrange(config.push_stream)
-        (member,) = await client.zrange(config.push_retry_key, 0, -1)
-        for stored in (fields[b"job"], member):
-            assert stored.startswith(b'{"iacCodeEncryptedPushJob":') and b"example.com" not in stored
-    finally:
-        await client.aclose()
-    (claimed,) = await claim_until(queue)
-    assert claimed.job == job
-    await queue.ack(claimed)

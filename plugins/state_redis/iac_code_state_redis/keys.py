@@ -54,7 +54,7 @@ class Keys:
 
     # push configs -------------------------------------------------------------
     def push_configs(self, task_id: str) -> str:
-        """Hash: ``<owner digest>:<config id>`` -> encrypted configuration."""
+        """Hash: the push service's records of the task (``<owner key>:<config id>`` -> encrypted configuration)."""
         return f"{self.prefix}push-configs:{task_id}"
 
     # contexts and nodes -------------------------------------------------------

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from iac_code.api import StartupError, StateBackend, StateBackendSpec, hookimpl, redis_location, without_effect
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from iac_code.api import PluginContext, PushKeyring
+    from iac_code.api import PluginContext
+    from iac_code_state_redis.push_configs import RedisPushConfigRecords
 
 IAC_CODE_API_VERSION = "1.0"
 
@@ -64,17 +64,16 @@ def _client(config: Any, socket_timeout: float = COMMAND_TIMEOUT) -> Any:
         raise StartupError(f"task-store-redis-url is not a Redis URL ({redis_location(url)}).") from None
 
 
-def push_configs(config: Any) -> Callable[[PushKeyring], Any]:
-    """The shared push-config store alone (``iac-code a2a push-worker``)."""
+def push_configs(config: Any) -> RedisPushConfigRecords:
+    """The shared push-config records alone (``iac-code a2a push-worker``)."""
     from iac_code_state_redis.keys import Keys
-    from iac_code_state_redis.push_configs import RedisPushConfigStore
+    from iac_code_state_redis.push_configs import RedisPushConfigRecords
 
-    client, keys = _client(config), Keys(config.task_store_key_prefix)
-    return lambda keyring: RedisPushConfigStore(client, keys, keyring)
+    return RedisPushConfigRecords(_client(config), Keys(config.task_store_key_prefix))
 
 
 def create_backend(kernel: PluginContext) -> StateBackend:
-    """The shared task store, this node's link and the push-config store.
+    """The shared task store, this node's link and the push-config records.
 
     Two connection pools: one for commands, one for the reads that block (event streams,
     forwarded calls), so a waiting subscriber never holds up a write.
@@ -85,7 +84,7 @@ def create_backend(kernel: PluginContext) -> StateBackend:
     from iac_code_state_redis.events import RedisTaskEventStream
     from iac_code_state_redis.keys import Keys
     from iac_code_state_redis.nodes import RedisNodeLink
-    from iac_code_state_redis.push_configs import RedisPushConfigStore
+    from iac_code_state_redis.push_configs import RedisPushConfigRecords
     from iac_code_state_redis.store import RedisTaskStore
 
     keys = Keys(config.task_store_key_prefix)
@@ -94,8 +93,7 @@ def create_backend(kernel: PluginContext) -> StateBackend:
     events = RedisTaskEventStream(blocking, keys)
     link = RedisNodeLink(client, keys, store, events, blocking=blocking, node_id=config.node_id,
                          lease_seconds=config.node_lease_seconds, location=redis_location(url))
-    return StateBackend(task_store=store, link=link,
-                        push_configs=lambda keyring: RedisPushConfigStore(client, keys, keyring))
+    return StateBackend(task_store=store, link=link, push_configs=RedisPushConfigRecords(client, keys))
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""The shared Redis task store, event stream and push configurations against a real Redis.
+"""The shared Redis task store, event stream and push-configuration records against a real Redis.
 
 Each test uses its own key prefix on ``iac_code.testing.redis_url()`` and deletes
 its keys; two store instances on one prefix stand for two nodes.
@@ -10,7 +10,6 @@ import asyncio
 import socket
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -18,13 +17,11 @@ from a2a.auth.user import User
 from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.types.a2a_pb2 import (
-    AuthenticationInfo,
     ListTasksRequest,
     Message,
     Part,
     Role,
     Task,
-    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -33,13 +30,12 @@ from a2a.utils.errors import InternalError, InvalidParamsError
 from google.protobuf.timestamp_pb2 import Timestamp
 from iac_code_state_redis.events import RedisTaskEventStream
 from iac_code_state_redis.keys import Keys
-from iac_code_state_redis.push_configs import RedisPushConfigStore
+from iac_code_state_redis.push_configs import RedisPushConfigRecords
 from iac_code_state_redis.store import NOT_REACHABLE, RedisTaskStore
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from iac_code.api import NOT_STORED, PushKeyring, message_to_json
-from iac_code.api import PUSH_CONFIG_NOT_STORED as PUSH_NOT_STORED
+from iac_code.api import NOT_STORED, PushConfigRecords, message_to_json
 from iac_code.testing import local_task_store, redis_url
 
 WAIT = 5.0
@@ -334,51 +330,28 @@ async def test_sweep_deletes_tasks_finished_longer_than_the_ttl(env: Env) -> Non
 # ------------------------------------------------------------------ push configurations
 
 
-async def test_push_configs_are_encrypted_at_rest_and_owner_scoped(env: Env, tmp_path: Path) -> None:
-    keyring = PushKeyring.load(tmp_path, env={})
-    node_a = RedisPushConfigStore(env.client(), env.keys, keyring)
-    node_b = RedisPushConfigStore(env.client(), env.keys, keyring)
-    secret, credentials = "tok-SECRET-4242", "cred-HIDDEN-9191"
-    config = TaskPushNotificationConfig(task_id="t", id="c1", url="https://example.com/hook", token=secret,
-                                        authentication=AuthenticationInfo(scheme="Bearer", credentials=credentials))
-    stored = await node_a.set_info("t", config, ctx())
-    assert stored is not None and stored.token == secret
-    for n in (2, 3):
-        await node_a.set_info("t", TaskPushNotificationConfig(id=f"c{n}", url=f"https://example.com/{n}"), ctx())
-    await node_a.set_info("t", TaskPushNotificationConfig(id="c1", url="https://bob.example/"), ctx("bob"))
-    assert (await node_a.set_info("t", TaskPushNotificationConfig(id="nourl"), ctx())).url == ""
-    everything = await env.all_bytes()
-    assert secret.encode() not in everything and credentials.encode() not in everything
-    assert b"https://example.com/hook" in everything  # the rest stays readable
-
-    mine = await node_b.get_info("t", ctx())
-    assert [c.id for c in mine] == ["c1", "c2", "c3"] and mine[0] == config
-    assert [c.url for c in await node_b.get_info("t", ctx("bob"))] == ["https://bob.example/"]
-    assert await node_b.get_info("t", ctx("carol")) == []
-    page, token = await node_b.list_page("t", ctx(), 2, "")
-    assert [c.id for c in page] == ["c1", "c2"] and token
-    page, token = await node_a.list_page("t", ctx(), 2, token)
-    assert [c.id for c in page] == ["c3"] and token == ""
-    with pytest.raises(InvalidParamsError):
-        await node_a.list_page("t", ctx(), 2, "bm9wZQ")
-
-    targets = await node_b.dispatch_targets("t")
-    assert len(targets) == 4 and len({owner for owner, _ in targets}) == 2
-    assert len(await node_b.get_info_for_dispatch("t")) == 4
-    alice_key = next(owner for owner, c in targets if c.token == secret)
-    delivered = await node_b.read_for_delivery(alice_key, "t", "c1")
-    assert delivered == config and await node_b.read_for_delivery(alice_key, "t", "c1") is delivered
-    await node_a.set_info("t", TaskPushNotificationConfig(id="c1", url="https://example.com/new"), ctx())
-    assert (await node_b.read_for_delivery(alice_key, "t", "c1")).url == "https://example.com/new"
-
-    await node_a.delete_info("t", ctx("bob"), "c2")  # not bob's: nothing happens
-    await node_a.delete_info("t", ctx(), "c2")
-    assert [c.id for c in await node_b.get_info("t", ctx())] == ["c1", "c3"]
-    await node_a.delete_info("t", ctx())
-    assert await node_b.get_info("t", ctx()) == [] and len(await node_b.get_info("t", ctx("bob"))) == 1
-    assert await node_b.read_for_delivery(alice_key, "t", "c1") is None
-    with pytest.raises(InvalidParamsError):
-        await node_a.set_info("t", TaskPushNotificationConfig(id="bad id!", url="https://x.example/"), ctx())
+async def test_push_config_records_are_shared_by_the_nodes_and_go_with_the_task(env: Env) -> None:
+    node_a = RedisPushConfigRecords(env.client(), env.keys)
+    node_b = RedisPushConfigRecords(env.client(), env.keys)
+    assert isinstance(node_a, PushConfigRecords)
+    await node_a.put("t", "owner1:c1", b"one")
+    await node_a.put("t", "owner1:c2", b"two")
+    await node_a.put("t", "owner2:c1", b"three")
+    await node_a.put("other", "owner1:c1", b"elsewhere")
+    assert await node_b.read_all("t") == {"owner1:c1": b"one", "owner1:c2": b"two", "owner2:c1": b"three"}
+    assert sorted(await node_b.names("t")) == ["owner1:c1", "owner1:c2", "owner2:c1"]
+    assert await node_b.get("t", "owner1:c2") == b"two" and await node_b.get("t", "nobody:c1") is None
+    await node_a.put("t", "owner1:c2", b"two again")  # replaced, not added
+    assert await node_b.get("t", "owner1:c2") == b"two again"
+    await node_b.delete("t", ["owner1:c1", "owner1:c2", "never:there"])
+    await node_b.delete("t", [])
+    assert await node_a.read_all("t") == {"owner2:c1": b"three"} and await node_a.names("none") == []
+    assert await env.clients[0].hgetall(env.keys.push_configs("t")) == {b"owner2:c1": b"three"}  # one hash per task
+    store = await env.store()
+    task = make_task("t", state=TaskState.TASK_STATE_COMPLETED)
+    await store.save_event(task, status_event(task), ctx())
+    await store.delete("t", ctx())
+    assert await node_a.read_all("t") == {} and await node_a.get("other", "owner1:c1") == b"elsewhere"
 
 
 # ------------------------------------------------------------------ Redis unreachable
@@ -390,13 +363,13 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_unreachable_redis_fails_with_the_kernel_messages_only(tmp_path: Path) -> None:
+async def test_unreachable_redis_fails_with_the_kernel_messages_only() -> None:
     port = closed_port()
     client = aioredis.Redis.from_url(f"redis://:hunter2@127.0.0.1:{port}/15", retry=Retry(NoBackoff(), 0),
                                      socket_connect_timeout=1)
     keys = Keys(f"test-state-{uuid.uuid4().hex}:")
     store = RedisTaskStore(client, keys)
-    push = RedisPushConfigStore(client, keys, PushKeyring.load(tmp_path, env={}))
+    push = RedisPushConfigRecords(client, keys)
     task = make_task("t")
     try:
         failures: list[tuple[str, InternalError]] = []
@@ -405,8 +378,9 @@ async def test_unreachable_redis_fails_with_the_kernel_messages_only(tmp_path: P
             (NOT_STORED, store.save(task, ctx())), (NOT_STORED, store.delete("t", ctx())),
             (NOT_REACHABLE, store.get("t", ctx())), (NOT_REACHABLE, store.get_view("t", ctx())),
             (NOT_REACHABLE, store.events_after("t", 0, ctx())), (NOT_REACHABLE, store.list(ListTasksRequest(), ctx())),
-            (PUSH_NOT_STORED, push.set_info("t", TaskPushNotificationConfig(id="c", url="https://x.example/"), ctx())),
-            (NOT_REACHABLE, push.get_info("t", ctx())), (NOT_REACHABLE, push.read_for_delivery("x", "t", "c")),
+            (NOT_REACHABLE, push.put("t", "o:c", b"x")), (NOT_REACHABLE, push.get("t", "o:c")),
+            (NOT_REACHABLE, push.read_all("t")), (NOT_REACHABLE, push.names("t")),
+            (NOT_REACHABLE, push.delete("t", ["o:c"])),
         ]:
             with pytest.raises(InternalError) as raised:
                 await call

@@ -8,7 +8,7 @@ Runs in the server (``push-delivery: server``, the default) or alone in
   ``Idempotency-Key`` (the job id, stable across retries and redeliveries) and,
   with ``push-signing``, an ``X-A2A-Notification-Signature`` JWT;
 * the URL screened again and connected to exactly the address that was screened
-  (:class:`~iac_code.push_urls.PinnedResolver`); redirects are not followed;
+  (:class:`~iac_code_push.urls.PinnedResolver`); redirects are not followed;
 * 2xx acks; a transient failure (timeout, connection error, 408/409/425/429/5xx
   of the list) retries with exponential backoff and ±20 % jitter; anything else,
   or the last attempt, dead-letters with an ERROR log;
@@ -33,18 +33,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
-from iac_code import jsonio, tracing
-from iac_code.background import spawn
-from iac_code.push_jobs import ClaimedJob, PushJob, PushQueue
-from iac_code.push_urls import refusal_of
-from iac_code.url_credentials import mask_urls_in, redact
+from iac_code import api
+from iac_code.api import ClaimedJob, PushJob, PushQueue, jsonio, mask_urls_in, redact, spawn
+from iac_code_push.urls import PinnedConnector, refusal_of
 
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 
-    from iac_code.metrics import Metrics
-    from iac_code.push_configs import EncryptedPushConfigStore
-    from iac_code.push_urls import PushUrlGuard
+    from iac_code_push.configs import PushConfigStore
+    from iac_code_push.urls import PushUrlGuard
 
 logger = logging.getLogger(__name__)
 
@@ -169,9 +166,9 @@ class _KeyLocks:
 class PushDeliveryWorker:
     """Claims jobs and delivers them, ``concurrency`` at a time; start with :meth:`start`, end with :meth:`stop`."""
 
-    def __init__(self, queue: PushQueue, store: EncryptedPushConfigStore, guard: PushUrlGuard,
+    def __init__(self, queue: PushQueue, store: PushConfigStore, guard: PushUrlGuard,
                  settings: DeliverySettings, signer: NotificationSigning | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Any = None) -> None:
         self.queue = queue
         self.store = store
         self.guard = guard
@@ -183,12 +180,10 @@ class PushDeliveryWorker:
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._locks = _KeyLocks()
         self._stopping = False
-        # Prometheus metrics (iac_code.metrics): outcome counts and attempt latency; None: no work.
+        # The server's metrics (``push_outcome``, ``push_attempt``); None: none kept.
         self.metrics = metrics
 
     async def start(self) -> None:
-        from iac_code.push_urls import PinnedConnector
-
         connector = PinnedConnector(self.guard, limit=self.settings.concurrency)
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=aiohttp.ClientTimeout(total=self.settings.timeout),
@@ -293,7 +288,7 @@ class PushDeliveryWorker:
         return headers
 
     async def _deliver(self, job: PushJob) -> None:
-        with tracing.push_span(job.trace, task_id=job.task_id, **{"url.full": display_url(job.url)},
+        with api.tracing.push_span(job.trace, task_id=job.task_id, **{"url.full": display_url(job.url)},
                                attempt=job.attempt + 1) as span:
             await self._attempt(job, span)
 
@@ -308,7 +303,7 @@ class PushDeliveryWorker:
             raise DeliveryError(f"{type(exc).__name__}: {exc}", transient=False) from None
         assert self._session is not None
         headers = self.headers_for(job, config)
-        tracing.inject(headers, job.trace)  # traceparent: this attempt's span, in the queuing turn's trace
+        api.tracing.inject(headers, job.trace)  # traceparent: this attempt's span, in the queuing turn's trace
         try:
             async with self._session.post(job.url, data=jsonio.dumps(job.payload), headers=headers,
                                           allow_redirects=False) as response:

@@ -20,7 +20,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,10 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from jwcrypto import jwk, jws
 from jwcrypto.common import JWException
 
-from iac_code.push_crypto import read_private_file, write_new_private_file
+from iac_code.api import key_alg, key_id, public_jwks, read_private_file, write_new_private_file
+
+__all__ = ["NotificationSigner", "NotificationVerificationError", "generate_signing_key", "key_id",
+           "load_or_create_signing_key", "public_jwks", "verify_notification"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +42,12 @@ SIGNING_KEY_FILE = "push_signing_key.json"
 DEFAULT_ALG = "ES256"
 DEFAULT_TTL = 300
 
-# Algorithms a signing key may use (asymmetric only: receivers hold no secret), by key type.
-_EC_ALGS = {"P-256": ("ES256", hashes.SHA256, 32), "P-384": ("ES384", hashes.SHA384, 48),
-            "P-521": ("ES512", hashes.SHA512, 66)}
+# How each algorithm a signing key may use signs (asymmetric only: receivers hold no secret).
+_EC_HASHES = {"ES256": (hashes.SHA256, 32), "ES384": (hashes.SHA384, 48), "ES512": (hashes.SHA512, 66)}
 _RSA_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
     "RS256": hashes.SHA256, "RS384": hashes.SHA384, "RS512": hashes.SHA512,
     "PS256": hashes.SHA256, "PS384": hashes.SHA384, "PS512": hashes.SHA512}
-ALLOWED_ALGS = frozenset({"ES256", "ES384", "ES512", "EdDSA", *_RSA_HASHES})
+ALLOWED_ALGS = frozenset({*_EC_HASHES, "EdDSA", *_RSA_HASHES})
 
 
 class NotificationVerificationError(ValueError):
@@ -60,41 +62,11 @@ def _b64decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def key_id(key: jwk.JWK) -> str:
-    """The key's ``kid``, or its RFC 7638 SHA-256 thumbprint when it has none."""
-    kid = key.get("kid")
-    return kid if isinstance(kid, str) and kid else key.thumbprint()
-
-
-def key_alg(key: jwk.JWK) -> str:
-    """The JWS algorithm ``key`` signs with: its ``alg``, else the default for its type (``ES256`` for P-256).
-
-    Raises ``ValueError`` for a symmetric key or an algorithm that does not fit the key.
-    """
-    kty, alg = key.get("kty"), key.get("alg")
-    if kty == "EC":
-        curve = key.get("crv")
-        if curve not in _EC_ALGS or alg not in (None, _EC_ALGS[curve][0]):
-            raise ValueError(f"Unsupported push signing key: EC {curve} with alg {alg}")
-        return _EC_ALGS[curve][0]
-    if kty == "OKP":
-        if key.get("crv") != "Ed25519" or alg not in (None, "EdDSA"):
-            raise ValueError(f"Unsupported push signing key: OKP {key.get('crv')} with alg {alg}")
-        return "EdDSA"
-    if kty == "RSA":
-        if alg is None:
-            return "RS256"
-        if alg not in _RSA_HASHES:
-            raise ValueError(f"Unsupported push signing key: RSA with alg {alg}")
-        return str(alg)
-    raise ValueError(f"Unsupported push signing key type: {kty}")
-
-
 def _signer(key: jwk.JWK, alg: str) -> Callable[[bytes], bytes]:
     """A function ``signing input → JWS signature bytes`` for a private ``key``."""
     private = key.get_op_key("sign")
     if isinstance(private, ec.EllipticCurvePrivateKey):
-        _, hash_type, size = _EC_ALGS[key["crv"]]
+        hash_type, size = _EC_HASHES[alg]
         algorithm = ec.ECDSA(hash_type())
 
         def sign_ec(data: bytes) -> bytes:
@@ -181,21 +153,6 @@ def load_or_create_signing_key(state_dir: Path) -> jwk.JWK:
     if not key.has_private:
         raise ValueError(f"{path.name} does not hold a private key")
     return _with_metadata(key)
-
-
-def public_jwks(keys: jwk.JWK | Iterable[jwk.JWK]) -> dict[str, Any]:
-    """``{"keys": [...]}``: the public halves of ``keys`` with ``kid``, ``alg`` and ``use: sig``, for receivers.
-
-    Publish every key a token may still be signed with (the current one and,
-    during a key change, the previous one for at least the token lifetime).
-    """
-    items = [keys] if isinstance(keys, jwk.JWK) else list(keys)
-    published = []
-    for key in items:
-        public = key.export_public(as_dict=True)
-        public.update(kid=key_id(key), alg=key_alg(key), use="sig")
-        published.append(public)
-    return {"keys": published}
 
 
 def verify_notification(token: str, jwks: Mapping[str, Any], audience: str, *, issuer: str | None = None,

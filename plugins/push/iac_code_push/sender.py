@@ -2,7 +2,7 @@
 
 :class:`QueueingPushSender` is the request handler's ``PushNotificationSender``.
 For each task event the ``push-events`` setting selects, it builds one
-:class:`~iac_code.push_jobs.PushJob` per stored configuration of the task (across
+:class:`~iac_code.api.PushJob` per stored configuration of the task (across
 owners) with the event's StreamResponse JSON as payload, and hands them to the
 ``push-queue`` plugin. The enqueue runs beside the turn, so a slow disk or Redis
 never slows it; :meth:`QueueingPushSender.flushed` is awaited at the points where a
@@ -23,14 +23,12 @@ from a2a.server.tasks import PushNotificationSender
 from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 
-from iac_code import tracing
-from iac_code.background import spawn
-from iac_code.jsonio import message_to_json
-from iac_code.push_jobs import PushJob, PushQueue, order_key
+from iac_code import api
+from iac_code.api import PushJob, PushQueue, message_to_json, order_key, spawn
 
 if TYPE_CHECKING:
-    from iac_code.push_configs import EncryptedPushConfigStore
-    from iac_code.push_urls import PushUrlGuard
+    from iac_code_push.configs import PushConfigStore
+    from iac_code_push.urls import PushUrlGuard
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +69,7 @@ def parse_push_events(value: Iterable[str] | str) -> tuple[frozenset[int], bool]
 class QueueingPushSender(PushNotificationSender):
     """a2a-sdk's push-sender interface over the push queue: selects, builds and enqueues jobs."""
 
-    def __init__(self, store: EncryptedPushConfigStore, queue: PushQueue, guard: PushUrlGuard, *,
+    def __init__(self, store: PushConfigStore, queue: PushQueue, guard: PushUrlGuard, *,
                  events: Iterable[str] | str = DEFAULT_EVENTS,
                  settle: Callable[[str], Awaitable[None]] | None = None) -> None:
         self._store = store
@@ -134,7 +132,7 @@ class QueueingPushSender(PushNotificationSender):
             targets = await self._store.dispatch_targets(task_id)
             if not targets:
                 return
-            trace = tracing.current_trace_carrier()  # the turn's context: this task inherited it
+            trace = api.tracing.current_trace_carrier()  # the turn's context: this task inherited it
             jobs = []
             queued_through = getattr(self._queue, "queued_through", None)
             for owner_key, config in targets:

@@ -33,19 +33,15 @@ from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from jwcrypto import jwk, jwt
-
-from iac_code.push_crypto import (
+from iac_code_push.crypto import (
     ENCRYPTED_FIELDS,
     KEYRING_ENV,
     KEYRING_FILE,
     JobCipher,
     PushKeyring,
     PushSecretError,
-    write_new_private_file,
 )
-from iac_code.push_jobs import PushJob
-from iac_code.push_signing import (
+from iac_code_push.signing import (
     SIGNING_KEY_FILE,
     NotificationSigner,
     NotificationVerificationError,
@@ -53,7 +49,7 @@ from iac_code.push_signing import (
     public_jwks,
     verify_notification,
 )
-from iac_code.push_urls import (
+from iac_code_push.urls import (
     NO_ADDRESSES_MESSAGE,
     NO_HOST_MESSAGE,
     PRIVATE_HOST_MESSAGE,
@@ -67,6 +63,9 @@ from iac_code.push_urls import (
     check_static,
     refusal_of,
 )
+from jwcrypto import jwk, jwt
+
+from iac_code.api import PushJob, write_new_private_file
 
 PUBLIC = "8.8.8.8"
 
@@ -577,7 +576,7 @@ def test_rotation_on_the_class_rotates_the_file_and_running_keyrings_adopt_it(tm
 def test_a_key_file_readable_by_others_is_restricted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     PushKeyring.load(tmp_path, env={})
     os.chmod(tmp_path / KEYRING_FILE, 0o644)
-    with caplog.at_level(logging.WARNING, logger="iac_code.push_crypto"):
+    with caplog.at_level(logging.WARNING, logger="iac_code.storage"):
         PushKeyring.load(tmp_path, env={})
     assert mode(tmp_path / KEYRING_FILE) == 0o600
     assert any("readable by other users" in record.getMessage() for record in caplog.records)

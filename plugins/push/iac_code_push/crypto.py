@@ -14,7 +14,7 @@ hold:
   readable.
 * :meth:`PushKeyring.encrypt_fields` / :meth:`PushKeyring.decrypt_fields` move a
   configuration's secrets into ``iacCodeEncryptedFields`` and back.
-* :class:`JobCipher` is the :class:`iac_code.push_jobs.JobCodec` the queues store
+* :class:`JobCipher` is the :class:`iac_code.api.JobCodec` the queues store
   jobs through: the whole job is one Fernet token, so a job read back is also
   authenticated (a tampered queue entry does not decrypt).
 """
@@ -37,9 +37,7 @@ from typing import Any
 import orjson
 from cryptography.fernet import Fernet, InvalidToken
 
-from iac_code import jsonio
-from iac_code.push_jobs import PushJob
-from iac_code.storage import atomic_write, file_lock, fsync_dir, private_dir
+from iac_code.api import PushJob, atomic_write, file_lock, jsonio, private_dir, read_private_file, write_new_private_file
 
 logger = logging.getLogger(__name__)
 
@@ -123,62 +121,6 @@ def _parse_keyring(data: bytes | str | Mapping[str, Any]) -> tuple[dict[str, Pus
     return keys, active
 
 
-def read_private_file(path: Path) -> bytes | None:
-    """The file's bytes, or ``None`` when absent; a group/other-readable file is made ``0600`` first (with a warning)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return None
-    if os.name != "nt" and mode & 0o077:
-        logger.warning("%s was readable by other users; restricting it to its owner (0600)", path.name)
-        os.chmod(path, 0o600)
-    return path.read_bytes()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    os.fsync(fd)
-
-
-def write_new_private_file(path: Path, data: bytes) -> bool:
-    """Create ``path`` (``0600``, in a ``0700`` directory) holding ``data`` unless it exists; whether it was created.
-
-    The file appears whole (temp file, fsync, hard link) and never replaces one
-    another process created meanwhile: two servers starting on a fresh directory
-    both end up with the first one's key, not each with its own.
-    """
-    private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        except OSError:  # no hard links on this file system: exclusive create, then write
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                return False
-            try:
-                _write_all(fd, data)
-            finally:
-                os.close(fd)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o600)
-    fsync_dir(path.parent)
-    return True
-
-
 def _rotation_lock(state_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Serialise read-modify-write of the key file between processes."""
     return file_lock(state_dir / f".{KEYRING_FILE}.lock")
@@ -200,7 +142,7 @@ _LONG_DIGIT_RUN = b"0" * 20
 def _loads_record(data: bytes) -> Any:
     """Parse JSON we wrote: orjson, unless the text may hold an integer beyond 64 bits (orjson would make it a float).
 
-    Equivalent to :func:`iac_code.jsonio.loads` (which the rare documents with a
+    Equivalent to :func:`iac_code.api.jsonio.loads` (which the rare documents with a
     20-digit run go to), but its digit-run screen is a ``translate`` rather than a
     regular expression: ten times faster on a kilobyte.
     """
@@ -457,7 +399,7 @@ class PushKeyring:
 
 
 class JobCipher:
-    """The :class:`iac_code.push_jobs.JobCodec` queues store jobs through: one Fernet token per job.
+    """The :class:`iac_code.api.JobCodec` queues store jobs through: one Fernet token per job.
 
     ``encode`` → ``{"iacCodeEncryptedPushJob":{"ciphertext":"…","keyId":"…","version":1}}``
     (compact, sorted keys), the ciphertext being the compact sorted JSON of

@@ -1,15 +1,24 @@
-"""Push-notification configurations: owner-scoped, on disk, secrets encrypted.
+"""Push-notification configurations: owner-scoped, secrets encrypted, on disk or in a shared backend.
 
-An a2a-sdk ``PushNotificationConfigStore`` whose every configuration is one
-owner-only file (spec: push.md §4)::
+Two implementations of a2a-sdk's ``PushNotificationConfigStore`` with one behaviour (ids,
+normalisation, paging, encryption):
 
-    <persistence-dir>/push_configs/<sha256 of owner>/<task id stem>/<config id stem>.json
+* :class:`EncryptedPushConfigStore` (``task-store: local``): every configuration is one
+  owner-only file (spec: push.md §4)::
 
-written atomically before the call returns (a stored configuration is
-acknowledged to the client). ``token`` and ``authentication.credentials`` are
-Fernet-encrypted in the file (``iacCodeEncryptedFields``); Get and List return
-them decrypted, as the product this server matches does. Nothing is cached: the
-files are small and a separate ``push-worker`` process reads the same directory.
+      <persistence-dir>/push_configs/<sha256 of owner>/<task id stem>/<config id stem>.json
+
+  written atomically before the call returns (a stored configuration is
+  acknowledged to the client). Nothing is cached but decoded configurations for
+  delivery: the files are small and a separate ``push-worker`` process reads the
+  same directory.
+* :class:`SharedPushConfigStore` (a shared state backend, e.g. ``task-store: redis``):
+  the same documents as the backend's opaque records (:class:`iac_code.api.PushConfigRecords`),
+  one per ``<owner key>:<config id>`` of the task, read by every node and push worker.
+
+``token`` and ``authentication.credentials`` are Fernet-encrypted in what is stored
+(``iacCodeEncryptedFields``); Get and List return them decrypted, as the product this
+server matches does.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import os
 import re
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,12 +45,10 @@ from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 from a2a.utils.errors import InternalError, InvalidParamsError
 from google.protobuf.json_format import ParseDict
 
-from iac_code import jsonio
-from iac_code.jsonio import message_to_json
-from iac_code.storage import atomic_write, fsync_dir, private_dir
+from iac_code.api import PushConfigRecords, atomic_write, fsync_dir, jsonio, message_to_json, private_dir
 
 if TYPE_CHECKING:
-    from iac_code.push_crypto import PushKeyring
+    from iac_code_push.crypto import PushKeyring
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +102,56 @@ def decode_page_token(token: str) -> str:
         raise InvalidParamsError(message="Token is not a valid base64-encoded cursor.") from None
 
 
-class EncryptedPushConfigStore(PushNotificationConfigStore):
+class PushConfigStore(PushNotificationConfigStore):
+    """What both stores add to a2a-sdk's interface: encryption, paging, the delivery-side reads."""
+
+    def __init__(self, keyring: PushKeyring) -> None:
+        self._keyring = keyring
+
+    def _encode(self, config: TaskPushNotificationConfig) -> bytes:
+        document = self._keyring.encrypt_fields(message_to_json(config))
+        return jsonio.dumps(document, sort_keys=True)
+
+    def _parse(self, data: bytes) -> TaskPushNotificationConfig:
+        """A stored document read back (its secrets decrypted); raises when corrupt or its key is gone."""
+        return ParseDict(self._keyring.decrypt_fields(jsonio.loads(data)), TaskPushNotificationConfig(),
+                         ignore_unknown_fields=True)
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        return [config for _, config in await self.dispatch_targets(task_id)]
+
+    async def list_page(self, task_id: str, context: ServerCallContext, page_size: int,
+                        page_token: str) -> tuple[list[TaskPushNotificationConfig], str]:
+        """One page of the caller's configurations of a task, by config id; the next page's token or ``""``."""
+        configs = await self.get_info(task_id, context)
+        start = 0
+        if page_token:
+            first = decode_page_token(page_token)
+            ids = [c.id for c in configs]
+            if first not in ids:
+                raise InvalidParamsError(message=f"Invalid page token: {page_token}")
+            start = ids.index(first)
+        size = page_size or DEFAULT_PAGE_SIZE
+        page = configs[start:start + size]
+        rest = configs[start + size:]
+        return page, encode_page_token(rest[0].id) if rest else ""
+
+    async def dispatch_targets(self, task_id: str) -> list[tuple[str, TaskPushNotificationConfig]]:
+        """Every configuration of a task across owners, each with its owner key (what a job's ``owner`` holds)."""
+        raise NotImplementedError
+
+    def read_for_delivery(self, owner_key: str, task_id: str,
+                          config_id: str) -> TaskPushNotificationConfig | None | Awaitable[TaskPushNotificationConfig | None]:
+        """The configuration a job was made for as it is now (``None`` once deleted); do not modify it."""
+        raise NotImplementedError
+
+
+class EncryptedPushConfigStore(PushConfigStore):
     """Owner-scoped push configurations, one encrypted file each (a2a-sdk's store interface)."""
 
     def __init__(self, state_dir: Path, keyring: PushKeyring) -> None:
+        super().__init__(keyring)
         self.root = state_dir / DIRECTORY
-        self._keyring = keyring
         self._write_lock = asyncio.Lock()
         self._delivery_cache: OrderedDict[Path, tuple[tuple[int, int, int], TaskPushNotificationConfig]] = OrderedDict()
         private_dir(self.root)
@@ -109,15 +161,9 @@ class EncryptedPushConfigStore(PushNotificationConfigStore):
     def _task_dir(self, owner: str, task_id: str) -> Path:
         return self.root / owner_dir_name(owner) / id_stem(task_id)
 
-    def _encode(self, config: TaskPushNotificationConfig) -> bytes:
-        document = self._keyring.encrypt_fields(message_to_json(config))
-        return jsonio.dumps(document, sort_keys=True)
-
     def _decode(self, path: Path) -> TaskPushNotificationConfig | None:
         try:
-            document = jsonio.loads(path.read_bytes())
-            return ParseDict(self._keyring.decrypt_fields(document), TaskPushNotificationConfig(),
-                             ignore_unknown_fields=True)
+            return self._parse(path.read_bytes())
         except FileNotFoundError:
             return None
         except Exception as exc:  # corrupt file or a key no longer in the keyring: skip it, say which kind
@@ -181,9 +227,6 @@ class EncryptedPushConfigStore(PushNotificationConfigStore):
     async def get_info(self, task_id: str, context: ServerCallContext) -> list[TaskPushNotificationConfig]:
         return await asyncio.to_thread(self._read_task, resolve_user_scope(context), task_id)
 
-    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
-        return [config for _, config in await self.dispatch_targets(task_id)]
-
     async def delete_info(self, task_id: str, context: ServerCallContext, config_id: str | None = None) -> None:
         owner = resolve_user_scope(context)
         async with self._write_lock:
@@ -193,23 +236,7 @@ class EncryptedPushConfigStore(PushNotificationConfigStore):
                 logger.error("Could not delete a push configuration: %s", type(exc).__name__)
                 raise InternalError(message=NOT_STORED) from None
 
-    # ------------------------------------------------------------------ kernel use
-
-    async def list_page(self, task_id: str, context: ServerCallContext, page_size: int,
-                        page_token: str) -> tuple[list[TaskPushNotificationConfig], str]:
-        """One page of the caller's configurations of a task, by config id; the next page's token or ``""``."""
-        configs = await self.get_info(task_id, context)
-        start = 0
-        if page_token:
-            first = decode_page_token(page_token)
-            ids = [c.id for c in configs]
-            if first not in ids:
-                raise InvalidParamsError(message=f"Invalid page token: {page_token}")
-            start = ids.index(first)
-        size = page_size or DEFAULT_PAGE_SIZE
-        page = configs[start:start + size]
-        rest = configs[start + size:]
-        return page, encode_page_token(rest[0].id) if rest else ""
+    # ------------------------------------------------------------------ delivery side
 
     def _dispatch_targets(self, task_id: str) -> list[tuple[str, TaskPushNotificationConfig]]:
         stem = id_stem(task_id)
@@ -276,3 +303,108 @@ class EncryptedPushConfigStore(PushNotificationConfigStore):
         with contextlib.suppress(OSError):
             legacy.rmdir()
         return moved
+
+
+def record_owner_key(owner: str) -> str:
+    """The owner part of a shared record's name: 32 hex digits of the owner's SHA-256."""
+    return hashlib.sha256(owner.encode("utf-8")).hexdigest()[:32]
+
+
+def _record_name(owner_key: str, config_id: str) -> str:
+    return f"{owner_key}:{config_id}"
+
+
+class SharedPushConfigStore(PushConfigStore):
+    """Owner-scoped push configurations, encrypted, as a shared state backend's opaque records.
+
+    Each configuration is the record ``<owner key>:<config id>`` of its task, holding the
+    document the file store would write. The backend answers an outage with a2a-sdk's
+    ``InternalError`` (its own message); a write that fails says the configuration could
+    not be stored.
+    """
+
+    def __init__(self, records: PushConfigRecords, keyring: PushKeyring) -> None:
+        super().__init__(keyring)
+        self.records = records
+        self._delivery_cache: OrderedDict[tuple[str, str], tuple[bytes, TaskPushNotificationConfig]] = OrderedDict()
+
+    def _decode(self, data: bytes) -> TaskPushNotificationConfig | None:
+        try:
+            return self._parse(data)
+        except Exception as exc:  # corrupt entry or a key no longer in the keyring: skip it, say which kind
+            logger.warning("Skipping an unreadable push configuration (%s)", type(exc).__name__)
+            return None
+
+    def _decoded(self, task_id: str, entries: dict[str, bytes],
+                 owner_key: str | None = None) -> list[tuple[str, TaskPushNotificationConfig]]:
+        """``(owner key, config)`` of the entries (of one owner when given), by owner key then config id."""
+        found: list[tuple[str, TaskPushNotificationConfig]] = []
+        for name in sorted(entries):
+            entry_owner, _, _ = name.partition(":")
+            if owner_key is not None and entry_owner != owner_key:
+                continue
+            config = self._decode(entries[name])
+            if config is not None and config.task_id == task_id:
+                found.append((entry_owner, config))
+        return sorted(found, key=lambda pair: (pair[0], pair[1].id))
+
+    # ------------------------------------------------------------------ a2a-sdk interface
+
+    async def set_info(self, task_id: str, notification_config: TaskPushNotificationConfig,
+                       context: ServerCallContext) -> TaskPushNotificationConfig | None:
+        config = storable_config(task_id, notification_config)
+        if not config.url:  # nothing to deliver to: not stored (the product's behaviour)
+            return config
+        name = _record_name(record_owner_key(resolve_user_scope(context)), config.id)
+        try:
+            await self.records.put(config.task_id, name, self._encode(config))
+        except InternalError:
+            raise InternalError(message=NOT_STORED) from None
+        return config
+
+    async def get_info(self, task_id: str, context: ServerCallContext) -> list[TaskPushNotificationConfig]:
+        owner_key = record_owner_key(resolve_user_scope(context))
+        return [config for _, config in self._decoded(task_id, await self.records.read_all(task_id), owner_key)]
+
+    async def delete_info(self, task_id: str, context: ServerCallContext, config_id: str | None = None) -> None:
+        owner_key = record_owner_key(resolve_user_scope(context))
+        try:
+            if config_id is not None:
+                await self.records.delete(task_id, [_record_name(owner_key, config_id)])
+                return
+            names = [n for n in await self.records.names(task_id) if n.startswith(f"{owner_key}:")]
+            if names:
+                await self.records.delete(task_id, names)
+        except InternalError:
+            raise InternalError(message=NOT_STORED) from None
+
+    # ------------------------------------------------------------------ delivery side
+
+    async def dispatch_targets(self, task_id: str) -> list[tuple[str, TaskPushNotificationConfig]]:
+        """Every configuration of a task across owners, each with its owner key."""
+        return self._decoded(task_id, await self.records.read_all(task_id))
+
+    async def read_for_delivery(self, owner_key: str, task_id: str,
+                                config_id: str) -> TaskPushNotificationConfig | None:
+        """The configuration a job was made for as it is now (``None`` once deleted); do not modify it.
+
+        Decoded configurations are kept in a bounded cache keyed by their stored
+        ciphertext, so every attempt sees the current credentials without
+        decrypting them again.
+        """
+        slot = (task_id, _record_name(owner_key, config_id))
+        data = await self.records.get(task_id, slot[1])
+        if data is None:
+            self._delivery_cache.pop(slot, None)
+            return None
+        cached = self._delivery_cache.get(slot)
+        if cached is not None and cached[0] == data:
+            self._delivery_cache.move_to_end(slot)
+            return cached[1]
+        config = self._decode(data)
+        if config is not None and config.task_id == task_id:
+            self._delivery_cache[slot] = (data, config)
+            while len(self._delivery_cache) > DELIVERY_CACHE_SIZE:
+                self._delivery_cache.popitem(last=False)
+            return config
+        return None

@@ -45,7 +45,7 @@ from aiohttp import TCPConnector
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.helpers import is_ip_address
 
-from iac_code.config import split_push_allowed_hosts
+from iac_code_push.settings import split_push_allowed_hosts
 
 SCHEME_MESSAGE = "A2A push callback URL must be http or https"
 PRIVATE_HOST_MESSAGE = "A2A push callback URL must not target private or local hosts"
@@ -220,7 +220,7 @@ class PushUrlGuard:
     """The callback URL guard, with the ``push-allowed-hosts`` exemptions.
 
     ``allowed_hosts`` are ``push-allowed-hosts`` entries (host names, IP addresses,
-    CIDR networks; see :func:`iac_code.config.split_push_allowed_hosts`, which
+    CIDR networks; see :func:`iac_code_push.settings.split_push_allowed_hosts`, which
     raises ``ValueError`` for a bad entry). A URL whose host is a listed name, or
     a literal address inside a listed network, is exempt from the private/local
     rules, and the addresses a listed *name* resolves to are not screened (the

@@ -1,0 +1,1 @@
+"""Push notifications: the encrypted config store, the URL guard, the keyring, signing and the delivery worker."""
