@@ -30,7 +30,14 @@ from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.background import spawn
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.config import in_conflict, without_effect
-from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY, CallInfo, JsonRpcDispatcher, protocol_error
+from iac_code.dispatcher import (
+    MESSAGE_METHODS,
+    RAW_PARAMS_KEY,
+    CallInfo,
+    JsonRpcDispatcher,
+    error_code,
+    protocol_error,
+)
 from iac_code.errors import ConfigProblems, StartupError
 from iac_code.framing import (
     TOO_LARGE,
@@ -47,6 +54,7 @@ from iac_code.framing import (
 )
 from iac_code.hookspecs import ENTRY_POINT_GROUP, hookimpl
 from iac_code.i18n import Translator, translator
+from iac_code.instrumentation import Activity, Instrumentation
 from iac_code.jsonio import message_to_json
 from iac_code.log_limits import RateLimitedLog
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
@@ -85,6 +93,7 @@ from iac_code.runtime import (
     RuntimeEvent,
     TextDelta,
     Thinking,
+    ToolCompleted,
     ToolFailed,
     ToolInputDelta,
     ToolStarted,
@@ -134,8 +143,9 @@ class PluginContext(Protocol):
 
     A narrow view of the kernel: the settings (the plugin's own keys among them), the
     state directory, the authenticator, the dispatcher and request handler a transport
-    hands calls to, the read side of the task store, the metrics registry, the card's
-    signing keys, and the server's lifecycle. Anything not here is private to the kernel.
+    hands calls to, the read side of the task store, the instrumentation, what the server
+    holds right now (for gauges), the card's signing keys, and the server's lifecycle.
+    Anything not here is private to the kernel.
     """
 
     config: Any
@@ -156,8 +166,9 @@ class PluginContext(Protocol):
     task_store: Any
     """The task store: ``await get(task_id)`` and the list/page API for features that read tasks."""
 
-    metrics: Any
-    """The Prometheus registry wrapper, or ``None`` with ``metrics: false``."""
+    instrumentation: Instrumentation | None
+    """What observes the server (metrics and tracing plugins), ``None`` when nothing does: a
+    feature calls it at its own measuring points (e.g. ``push_attempt``)."""
 
     signing_keys: SigningKeySet | None
     """The Agent Card's signing keys when a JWS signer is configured."""
@@ -171,6 +182,14 @@ class PluginContext(Protocol):
 
     def request_stop(self) -> None:
         """Ask the running server to stop (as SIGTERM would)."""
+        ...
+
+    def activity(self) -> Activity:
+        """What the server holds right now: running turns, permission waits, contexts, connections."""
+        ...
+
+    async def push_queue_depth(self) -> dict[str, int] | None:
+        """The push queue's job counts by state, ``None`` without push notifications."""
         ...
 
 
@@ -195,6 +214,7 @@ __all__ = [
     "TENANT_PREFIX",
     "TOO_LARGE",
     "UNAUTHORIZED",
+    "Activity",
     "AgentRuntimeSpec",
     "Answer",
     "ArtifactPayload",
@@ -212,6 +232,7 @@ __all__ = [
     "Event",
     "HttpRouteSpec",
     "InputPart",
+    "Instrumentation",
     "InterfaceInfo",
     "JobCodec",
     "JsonRpcChannel",
@@ -251,6 +272,7 @@ __all__ = [
     "Thinking",
     "Tool",
     "ToolCall",
+    "ToolCompleted",
     "ToolContext",
     "ToolFailed",
     "ToolInputDelta",
@@ -269,6 +291,7 @@ __all__ = [
     "compat03",
     "decode_frame",
     "dumps",
+    "error_code",
     "error_reply",
     "error_response",
     "file_lock",

@@ -245,17 +245,21 @@ def push_worker(config_path: str, debug: bool) -> None:
         service = PushService(config, plugins, config.resolved_persistence_dir(),
                               shared_store=_shared_push_configs(config, plugins))
 
-        async def work(stop: asyncio.Event) -> None:
-            from iac_code import tracing
+        instrumentation = plugins.instrumentation(config)
 
-            tracing.configure(config)  # deliveries continue the traces of the turns that queued them
-            await service.start(deliver=True, issuer=_issuer(config))
-            logger.info("iac-code push worker delivering from the %s queue", config.push_queue)
+        async def work(stop: asyncio.Event) -> None:
+            if instrumentation is not None:  # a tracer: deliveries continue the traces of the turns that queued them
+                await instrumentation.start(None)
             try:
-                await stop.wait()
+                await service.start(deliver=True, issuer=_issuer(config))
+                logger.info("iac-code push worker delivering from the %s queue", config.push_queue)
+                try:
+                    await stop.wait()
+                finally:
+                    await service.stop()
             finally:
-                await service.stop()
-                tracing.shutdown()
+                if instrumentation is not None:
+                    await instrumentation.stop()
 
         _run(work)
     except StartupError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from iac_code import tracing
+from iac_code.api import tracing
 
 
 class ProviderError(Exception):

@@ -43,7 +43,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc import aio
 
-from iac_code import tracing
+from iac_code.api import tracing
 from iac_code.auth import Principal, PrincipalUser
 from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY
 from iac_code.dispatcher import protocol_error as check_protocol
