@@ -37,7 +37,7 @@ class Instrumentation:
         (``iac-code a2a push-worker``)."""
 
     async def stop(self) -> None:
-        """The server has stopped: its transports are closed and its state is written."""
+        """The server has stopped (its transports are closed, its state is written), or its start failed."""
 
     def handler_class(self, base: type[T]) -> type[T]:
         """The request handler class the server builds: ``base`` or a subclass of it."""

@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from iac_code.api import error_code
-from iac_code.testing import A2A_HEADERS, RunningServer, send_message_body, start_server
+from iac_code.api import StartupError, error_code
+from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, send_message_body, start_server
 from iac_code_metrics.plugin import iac_code_instrumentation
 from iac_code_metrics.registry import CountedStream, PrometheusMetrics, code_text, metrics_of
 
@@ -269,3 +269,25 @@ async def test_a_private_metrics_port_serves_without_credentials() -> None:
             assert r.status == 200 and "iac_code_a2a_requests_total" in await r.text()
         async with http.get(server.url + "metrics") as r:  # the main port still asks for credentials
             assert r.status == 401
+
+
+async def test_a_metrics_port_in_use_stops_the_start_and_leaves_the_state_directory_free(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = {"metrics-port": port, "persistence-dir": str(tmp_path / "state")}
+        with pytest.raises(StartupError, match=f"Cannot bind metrics-port to 127.0.0.1:{port}"):
+            async with start_server(settings):
+                pass
+        kernel = make_kernel({"metrics-port": 0, "port": port})  # the metrics port binds, then HTTP cannot
+        with pytest.raises(StartupError, match="Transport 'http' cannot start"):
+            await kernel.start()
+        assert metrics_of(kernel) is None  # stopped again: its port closed
+    async with serving({**settings, "metrics-port": 0}) as (server, http):  # the lock was given up
+        metrics = metrics_of(server.kernel)
+        assert metrics is not None and metrics.port is not None
+        async with http.get(f"http://127.0.0.1:{metrics.port.port}/metrics") as r:
+            assert r.status == 200
