@@ -19,6 +19,7 @@ from iac_code.config import build_config_model, load_config
 from iac_code.dispatcher import CallInfo
 from iac_code.errors import StartupError
 from iac_code.hookspecs import hookimpl
+from iac_code.instrumentation import Instrumentation
 from iac_code.plugins import Plugins
 from iac_code.records import (
     AgentRuntimeSpec,
@@ -93,6 +94,16 @@ class MemoryPush:
 
     def public_jwks(self) -> dict[str, Any]:
         return {"keys": []}
+class CallCounter(Instrumentation):
+    """Counts the A2A calls it observes, by method."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        CallCounter.last = self
+
+    async def observe_call(self, method: str, call: Any, params: Any, fields: Any, pending: Any) -> Any:
+        self.calls.append(method)
+        return await pending
 
 
 class EveryHookPlugin:
@@ -158,6 +169,10 @@ class EveryHookPlugin:
         return [CliCommandSpec(name="every-hook", load=lambda: click.Command("every-hook"), parent="a2a")]
 
     @hookimpl
+    def iac_code_instrumentation(self, config: Any) -> Instrumentation | None:
+        return CallCounter() if config.loopback_label == "counted" else None
+
+    @hookimpl
     def iac_code_http_routes(self, kernel: Any) -> list[HttpRouteSpec]:
         async def handler(request: Any) -> Any:
             raise NotImplementedError
@@ -203,6 +218,9 @@ def test_every_hook_is_collected() -> None:
     assert plugins.check_config(forbidden, ["loopback"]) == [
         "'loopback-label' must not be 'forbidden' with transport: loopback."]
     assert plugins.check_config(forbidden, ["http"]) == []
+    counted = load_config(raw={"loopback_label": "counted", "metrics": False}, model=model, environ={})
+    assert isinstance(plugins.instrumentation(counted), CallCounter)
+    assert plugins.instrumentation(forbidden) is not None  # the metrics plugin's (metrics: true by default)
     info = {i.name: i for i in plugins.infos()}["every-hook"]
     assert info.hooks == HOOKS and info.status == "active" and not info.builtin
     plugins.unregister("every-hook")
@@ -240,6 +258,8 @@ async def test_kernel_uses_plugin_transport_decoder_push_and_config() -> None:
         listed = await LoopbackTransport.last.call(json.dumps({
             "jsonrpc": "2.0", "id": 3, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": task_id}}).encode())
         assert [c["id"] for c in listed["result"]["configs"]] == ["c1"]
+        assert CallCounter.last.calls == ["SendMessage", "CreateTaskPushNotificationConfig",  # instrumentation saw each call
+                                          "CreateTaskPushNotificationConfig", "ListTaskPushNotificationConfigs"]
     finally:
         await kernel.stop()
 

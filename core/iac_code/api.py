@@ -38,7 +38,14 @@ from iac_code.card import CardDocument
 from iac_code.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
-from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY, CallInfo, JsonRpcDispatcher, protocol_error
+from iac_code.dispatcher import (
+    MESSAGE_METHODS,
+    RAW_PARAMS_KEY,
+    CallInfo,
+    JsonRpcDispatcher,
+    error_code,
+    protocol_error,
+)
 from iac_code.errors import ConfigProblems, StartupError
 from iac_code.framing import (
     TOO_LARGE,
@@ -55,6 +62,7 @@ from iac_code.framing import (
 )
 from iac_code.hookspecs import ENTRY_POINT_GROUP, hookimpl
 from iac_code.i18n import Translator, translator
+from iac_code.instrumentation import Activity, Instrumentation
 from iac_code.jsonio import message_to_json
 from iac_code.log_limits import RateLimitedLog
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
@@ -102,6 +110,7 @@ from iac_code.runtime import (
     RuntimeEvent,
     TextDelta,
     Thinking,
+    ToolCompleted,
     ToolFailed,
     ToolInputDelta,
     ToolStarted,
@@ -155,9 +164,10 @@ class PluginContext(Protocol):
 
     A narrow view of the kernel: the settings (the plugin's own keys among them), the
     state directory, the authenticator, the dispatcher and request handler a transport
-    hands calls to, the read side of the task store, the metrics registry, the card's
-    signing keys and served document, the artifacts a transport serves, the interfaces the
-    transports bound, the tools and HTTP routes plugins provide, and the server's lifecycle.
+    hands calls to, the read side of the task store, the instrumentation, what the server
+    holds right now (for gauges), the card's signing keys and served document, the artifacts a
+    transport serves, the interfaces the transports bound, the tools and HTTP routes plugins
+    provide, and the server's lifecycle.
     Anything not here is private to the kernel.
     """
 
@@ -179,8 +189,9 @@ class PluginContext(Protocol):
     task_store: Any
     """The task store: ``await get(task_id)`` and the list/page API for features that read tasks."""
 
-    metrics: Any
-    """The Prometheus registry wrapper, or ``None`` with ``metrics: false``."""
+    instrumentation: Instrumentation | None
+    """What observes the server (metrics and tracing plugins), ``None`` when nothing does: a
+    feature calls it at its own measuring points (e.g. ``push_attempt``)."""
 
     signing_keys: SigningKeySet | None
     """The Agent Card's signing keys when a JWS signer is configured."""
@@ -216,6 +227,14 @@ class PluginContext(Protocol):
 
     def request_stop(self) -> None:
         """Ask the running server to stop (as SIGTERM would)."""
+        ...
+
+    def activity(self) -> Activity:
+        """What the server holds right now: running turns, permission waits, contexts, connections."""
+        ...
+
+    async def push_queue_depth(self) -> dict[str, int] | None:
+        """The push queue's job counts by state, ``None`` without push notifications."""
         ...
 
 
@@ -260,6 +279,7 @@ __all__ = [
     "TENANT_PREFIX",
     "TOO_LARGE",
     "UNAUTHORIZED",
+    "Activity",
     "AgentRuntimeSpec",
     "Answer",
     "ArtifactFiles",
@@ -279,6 +299,7 @@ __all__ = [
     "Event",
     "HttpRouteSpec",
     "InputPart",
+    "Instrumentation",
     "InterfaceInfo",
     "JobCodec",
     "JsonRpcChannel",
@@ -322,6 +343,7 @@ __all__ = [
     "Thinking",
     "Tool",
     "ToolCall",
+    "ToolCompleted",
     "ToolContext",
     "ToolFailed",
     "ToolInputDelta",
@@ -342,6 +364,7 @@ __all__ = [
     "compat03",
     "decode_frame",
     "dumps",
+    "error_code",
     "error_reply",
     "error_response",
     "fail",

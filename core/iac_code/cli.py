@@ -232,6 +232,11 @@ class CommandContext:
         """The server's persistence directory (the sub-command does not lock it: the server may be running)."""
         return Path(self.config.resolved_persistence_dir())
 
+    def instrumentation(self) -> Any:
+        """The installed instrumentation plugins' observer for this configuration (``None`` without one):
+        a command starts it (``await start(None)``) to trace and measure what it does apart from the server."""
+        return self.plugins.instrumentation(self.config)
+
     def push_context(self, *, shared: bool = False) -> PushContext:
         """The push context of a command run apart from the server: the push queues and, with ``shared``,
         the push-config records of the configured ``task-store`` backend (``None`` for ``local``)."""

@@ -182,9 +182,6 @@ class ServerConfig(BaseModel):
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="Seconds in-flight requests of a closing connection or server get before they "
         "are cancelled.")
-    tracing: bool = Field(
-        False, description="OpenTelemetry traces: W3C traceparent in, spans per method, turn, tool call and push "
-        "delivery, traceparent out on pushes; exporter from OTEL_TRACES_EXPORTER (otlp, console, none).")
 
     # Not a configuration key: the file these settings were read from (set by load_config),
     # so the server can refuse it as input (iac_code.workspace.ProtectedPaths).
@@ -359,9 +356,21 @@ def build_config_model(extra_models: list[tuple[str, type[BaseModel]]]) -> type[
     return create_model("IacCodeConfig", __base__=(ServerConfig, *bases))  # type: ignore[call-overload,no-any-return]
 
 
+# Keys of first-party plugin distributions: written while the plugin is missing (not installed,
+# or blocked by disabled-plugins), the error names the plugin and the extra that installs it.
+PLUGIN_KEYS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("metrics", "metrics_public", "metrics_port", "metrics_host"), ("metrics", "a2a")),
+    "tracing": ("tracing", "a2a"),
+}
+
+
 def _describe(error: Mapping[str, Any]) -> str:
     loc = ".".join(str(p).replace("_", "-") if isinstance(p, str) else str(p) for p in error["loc"])
     if error["type"] == "extra_forbidden":
+        owner = PLUGIN_KEYS.get(str(error["loc"][0])) if len(error["loc"]) == 1 else None
+        if owner is not None:
+            return (f"unknown configuration key '{loc}': it belongs to the {owner[0]!r} plugin, which is not "
+                    f"installed or is blocked by disabled-plugins (install it with: pip install 'iac-code[{owner[1]}]')")
         return f"unknown configuration key '{loc}'"
     if error["type"] == "value_error" and "error" in error.get("ctx", {}):
         return str(error["ctx"]["error"])

@@ -69,6 +69,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils import proto_utils
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, VERSION_HEADER
 from a2a.utils.errors import (
+    JSON_RPC_ERROR_CODE_MAP,
     A2AError,
     ContentTypeNotSupportedError,
     ExtensionSupportRequiredError,
@@ -77,11 +78,10 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import ParseDict, ParseError
 
-from iac_code import jsonio, tracing
+from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
+from iac_code.instrumentation import Instrumentation
 from iac_code.jsonio import message_to_json
-from iac_code.metrics import Metrics, error_code
-from iac_code.metrics import clock as metrics_clock
 
 logger = logging.getLogger(__name__)
 
@@ -276,6 +276,12 @@ class CallError(Exception):
         self.error = error
 
 
+def error_code(error: Any) -> int:
+    """The JSON-RPC code a call's error is reported with."""
+    code = getattr(error, "code", None)
+    return code if isinstance(code, int) else JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
+
+
 def decode_json(body: bytes | str, call: CallInfo) -> Any:
     """The JSON document in ``body``; :class:`CallError` (our text) when it does not parse."""
     try:
@@ -355,12 +361,12 @@ class JsonRpcDispatcher:
         handler: RequestHandler,
         *,
         required_extensions: frozenset[str] = frozenset(),
-        metrics: Metrics | None = None,
+        instrumentation: Instrumentation | None = None,
     ) -> None:
         self._handler = handler
         self._required = required_extensions
-        # Prometheus metrics (iac_code.metrics); None: no instrumentation at all.
-        self.metrics = metrics
+        # What observes each call (metrics, tracing plugins); None: nothing does.
+        self.instrumentation = instrumentation
         self._unary: dict[str, Callable[[Any, ServerCallContext], Any]] = {
             "SendMessage": self._send_message,
             "GetTask": self._get_task,
@@ -439,29 +445,17 @@ class JsonRpcDispatcher:
         already arrived. Raises :class:`CallError` when the call is refused or
         fails, also mid-stream.
         """
-        with tracing.method_span(method, call.headers, call.transport, params, fields):
-            metrics = self.metrics
-            if metrics is None:
-                return await self._invoke(method, params, call, request_id=request_id, query=query, fields=fields,
-                                          tenant=tenant, legacy=legacy)
-            started = metrics_clock()
-            try:
-                result = await self._invoke(method, params, call, request_id=request_id, query=query,
-                                            fields=fields, tenant=tenant, legacy=legacy)
-            except CallError as exc:
-                metrics.request_done(method, call.transport, error_code(exc.error), metrics_clock() - started)
-                raise
-            metrics.request_done(method, call.transport, "ok", metrics_clock() - started)
-            if method in STREAMING_METHODS:
-                return metrics.track_stream(result, call.transport)
-            return result
+        instrumentation = self.instrumentation
+        if instrumentation is None:
+            return await self._invoke(method, params, call, request_id, query, fields, tenant, legacy)
+        return await instrumentation.observe_call(
+            method, call, params, fields, self._invoke(method, params, call, request_id, query, fields, tenant, legacy))
 
     async def _invoke(  # noqa: PLR0913
         self,
         method: str,
         params: Mapping[str, Any],
         call: CallInfo,
-        *,
         request_id: Any,
         query: Mapping[str, Sequence[str]] | None,
         fields: Mapping[str, str] | None,

@@ -19,6 +19,7 @@ import pluggy
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from iac_code.instrumentation import Instrumentation
     from iac_code.kernel import Kernel
     from iac_code.records import (
         AgentRuntimeSpec,
@@ -195,6 +196,21 @@ def iac_code_http_routes(kernel: Kernel) -> list[HttpRouteSpec]:
 
     :param kernel: the running kernel (configuration, card, dispatcher).
     :return: route records; authentication applies unless ``auth=False``.
+    """
+
+
+@hookspec
+def iac_code_instrumentation(config: Any) -> Instrumentation | None:
+    """Observe the server: metrics, tracing, profiling.
+
+    Called once when a server is built (and by ``iac-code a2a push-worker``), after the
+    configuration validated and before anything binds.
+
+    :param config: the effective settings (the plugin's own keys among them).
+    :return: an :class:`~iac_code.instrumentation.Instrumentation` whose methods the kernel
+        calls at its measuring points (its ``start`` before the transports bind, its ``stop``
+        after the server stopped), or ``None`` when the configuration switches the feature
+        off. Several plugins' objects are all called, in plugin order.
     """
 
 

@@ -33,7 +33,7 @@ from iac_code.background import spawn
 from iac_code.storage import fsync_dir, private_dir, sync_filesystem
 
 if TYPE_CHECKING:
-    from iac_code.metrics import Metrics
+    from iac_code.instrumentation import Instrumentation
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,8 @@ class Journal:
     """Append-only JSON-lines log whose writes are committed in groups."""
 
     def __init__(self, directory: Path, *, checkpoint: Callable[[], Awaitable[None]],
-                 segment_bytes: int = DEFAULT_SEGMENT_BYTES, metrics: Metrics | None = None) -> None:
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 instrumentation: Instrumentation | None = None) -> None:
         self.path = private_dir(directory)
         self._checkpoint = checkpoint
         self._segment_bytes = segment_bytes
@@ -67,8 +68,8 @@ class Journal:
         self._segment: Path | None = None
         self._size = 0
         self._full: list[Path] = []
-        # Prometheus metrics (iac_code.metrics): one commit-latency observation per group commit.
-        self.metrics = metrics
+        # Observes each group commit's latency (a metrics plugin); None: no work at all.
+        self.instrumentation = instrumentation
 
     # ------------------------------------------------------------------ writing
 
@@ -110,16 +111,16 @@ class Journal:
             upto = self._seq
             if not batch:
                 continue
-            metrics = self.metrics
-            started = time.perf_counter() if metrics is not None else 0.0
+            instrumentation = self.instrumentation
+            started = time.perf_counter() if instrumentation is not None else 0.0
             try:
                 rotated = await asyncio.to_thread(self._write, list(batch.values()))
             except Exception as exc:
                 logger.error("Task journal write failed: %s", type(exc).__name__)
                 self._release(upto, JournalError("The task could not be stored durably."))
                 continue
-            if metrics is not None:
-                metrics.journal_committed(time.perf_counter() - started)
+            if instrumentation is not None:
+                instrumentation.journal_committed(time.perf_counter() - started)
             self._durable = upto
             self._release(upto, None)
             if rotated:

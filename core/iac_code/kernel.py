@@ -28,6 +28,7 @@ from iac_code.dispatcher import JsonRpcDispatcher
 from iac_code.errors import StartupError
 from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
+from iac_code.instrumentation import Activity
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.plugins import KNOWN_RUNTIMES, KNOWN_TASK_STORES, Plugins, not_available
 from iac_code.records import (
@@ -75,18 +76,6 @@ def load_executor(reference: str) -> AgentExecutor:
     return target
 
 
-TRACED_METHODS = ["on_message_send", "on_message_send_stream", "on_get_task", "get_task_view", "on_list_tasks",
-                  "on_cancel_task", "on_subscribe_to_task", "on_get_extended_agent_card"]
-
-
-def traced_handler_class() -> type[KernelRequestHandler]:
-    """The request handler with a2a-sdk's OpenTelemetry spans on every A2A method (``tracing: true``)."""
-    from a2a.utils.telemetry import SpanKind, trace_class
-
-    traced = type("TracedKernelRequestHandler", (KernelRequestHandler,), {"__module__": __name__})
-    return trace_class(include_list=TRACED_METHODS, kind=SpanKind.SERVER)(traced)  # type: ignore[no-any-return]
-
-
 def _transport_specs(plugins: Plugins, names: list[str]) -> list[TransportSpec]:
     """The configured transports; one named twice (also through an alias) is a start-up error."""
     specs: list[TransportSpec] = []
@@ -109,14 +98,18 @@ class Kernel:
         self.transport_specs: list[TransportSpec] = _transport_specs(plugins, config.transport)
         self.authenticator = Authenticator(config)
         self.state_dir = config.resolved_persistence_dir()
+        # Metrics and tracing plugins observe the server through this (None: nothing does).
+        self.instrumentation = plugins.instrumentation(config)
         self.writer = SnapshotWriter(backlog=config.task_cache_size)  # bounds unwritten tasks and contexts
+        self.writer.instrumentation = self.instrumentation
         self.backend = self._state_backend()
         self.push: PushService | None = self._push_service()  # started after the transports bound
         self.cards = CardService(config, push_notifications=self.push is not None and self.push.enabled)
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
             self.state_dir, self.writer, cache_size=config.task_cache_size,
-            events=LocalEventLog(config.stream_resume_events, config.stream_resume_tasks))
+            events=LocalEventLog(config.stream_resume_events, config.stream_resume_tasks),
+            instrumentation=self.instrumentation)
         self.contexts = ContextRegistry(self.state_dir, self.writer, config.context_idle_timeout,
                                         cache_size=config.context_cache_size, link=self.link)
         self.artifacts = ArtifactStore(config.resolved_artifact_dir())
@@ -133,10 +126,6 @@ class Kernel:
         self._card_refresher: asyncio.Task[None] | None = None
         self._stop_event: asyncio.Event | None = None
         self.readiness = "starting"  # "ready" once start() has finished, "stopping" from stop() on
-        self.metrics_port: Any = None
-        from iac_code.metrics import Metrics
-
-        self.metrics = Metrics.create(config)  # None with metrics: false
         self.cards.set_signer(self._card_signer())
 
     def _state_backend(self) -> StateBackend | None:
@@ -214,7 +203,9 @@ class Kernel:
 
     def _build_handler(self) -> None:
         """Create a2a-sdk's request handler and the dispatcher once the card is final."""
-        handler_class = traced_handler_class() if self.config.tracing else KernelRequestHandler
+        handler_class = KernelRequestHandler
+        if self.instrumentation is not None:
+            handler_class = self.instrumentation.handler_class(handler_class)
         push: dict[str, Any] = {}
         if self.push is not None:  # started: with push off, only its URL check (a2a-sdk answers -32003 after it)
             sender = self.push.sender
@@ -235,7 +226,8 @@ class Kernel:
             **push,
         )
         self.dispatcher = JsonRpcDispatcher(
-            self.request_handler, required_extensions=frozenset(self.config.required_extensions))
+            self.request_handler, required_extensions=frozenset(self.config.required_extensions),
+            instrumentation=self.instrumentation)
 
     def _build_executor(self) -> tuple[AgentExecutor, InputDecoder | None]:
         if self.config.agent_executor:
@@ -262,7 +254,7 @@ class Kernel:
         return executor, InputDecoder(self.plugins.part_decoders())
 
     async def start(self) -> list[InterfaceInfo]:
-        """Bind every transport (and ``metrics-port``), then restore state and start push; the interfaces.
+        """Start the instrumentation, bind every transport, then restore state and start push; the interfaces.
 
         ``iac-code a2a`` locks the state directory before it builds the kernel; a kernel built
         without that lock (embedded, tests) takes it here, and releases it in :meth:`stop`.
@@ -274,6 +266,8 @@ class Kernel:
         try:
             return await self._start()
         except BaseException:
+            if self.instrumentation is not None:
+                await self.instrumentation.stop()
             self._release_lock()
             raise
 
@@ -284,14 +278,13 @@ class Kernel:
                 self.state_lock, self._owns_lock = None, False
 
     async def _start(self) -> list[InterfaceInfo]:
-        from iac_code import tracing
-
-        tracing.configure(self.config)  # tracing: true; the exporter from the OTEL_* variables
         # Every socket binds before any state is read or repaired: a server that cannot bind (an
         # address in use) stops having changed nothing. Transports look up ``kernel.dispatcher`` per
         # request; until it is built below a request gets the transport's "starting" answer.
         interfaces: list[InterfaceInfo] = []
         try:
+            if self.instrumentation is not None:
+                await self.instrumentation.start(self)  # a metrics port binds here too
             for spec in self.transport_specs:
                 server = spec.create(self)
                 self._servers.append(server)
@@ -299,7 +292,6 @@ class Kernel:
                     interfaces += await server.start()
                 except OSError as exc:
                     raise StartupError(f"Transport {spec.name!r} cannot start: {exc.strerror or exc}") from None
-            await self._start_metrics_port()
         except BaseException:
             await self._stop_servers()
             raise
@@ -319,20 +311,25 @@ class Kernel:
         if self.link is not None:
             assert self.request_handler is not None
             await self.link.serve(self.request_handler)
-        if self.metrics is not None:
-            self.metrics.attach(self)
         self.readiness = "ready"
         return self.interfaces
 
-    async def _start_metrics_port(self) -> None:
-        port = getattr(self.config, "metrics_port", None)
-        if self.metrics is None or port is None:
-            return
-        from iac_code.metrics import MetricsPort
+    def activity(self) -> Activity:
+        """What the server holds right now (running turns, permission waits, contexts, connections)."""
+        engine = getattr(self.request_handler, "engine", None)
+        connections: dict[str, int] = {}
+        for spec, server in zip(self.transport_specs, self._servers, strict=False):
+            count = getattr(server, "open_connections", None)  # transports that count their connections
+            if callable(count):
+                connections[spec.name] = int(count())
+        return Activity(turns_active=engine.active() if engine is not None else 0,
+                        permission_waits=self.permissions.waiting(), contexts_loaded=len(self.contexts),
+                        connections=connections)
 
-        self.metrics_port = MetricsPort(self, self.metrics)
-        bound = await self.metrics_port.start(str(getattr(self.config, "metrics_host", "127.0.0.1")), port)
-        logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.metrics_host, bound)
+    async def push_queue_depth(self) -> dict[str, int] | None:
+        """The push queue's job counts by state (``pending``, ``inflight``, ``dead``); ``None`` without push."""
+        queue = getattr(self.push, "queue", None)
+        return dict(await queue.depth()) if queue is not None else None
 
     async def _restore_state(self) -> None:
         """Tidy what a crash left, join the cluster, restore the task snapshots, start the contexts."""
@@ -373,14 +370,10 @@ class Kernel:
         await self.task_store.close()
         await self.writer.close()
         self._release_lock()
-        from iac_code import tracing
-
-        tracing.shutdown()  # flushes the spans a provider of ours still holds
+        if self.instrumentation is not None:
+            await self.instrumentation.stop()  # a tracer flushes the spans it still holds
 
     async def _stop_servers(self) -> None:
-        if self.metrics_port is not None:
-            metrics_port, self.metrics_port = self.metrics_port, None
-            await metrics_port.stop()
         servers, self._servers = self._servers, []
         for server in reversed(servers):
             try:

@@ -26,6 +26,7 @@ import pluggy
 from iac_code import hookspecs
 from iac_code.api_version import API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.errors import StartupError
+from iac_code.instrumentation import Instrumentation, combine
 from iac_code.records import (
     AgentRuntimeSpec,
     CardSignerSpec,
@@ -67,6 +68,8 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
     "llm": "a2a-llm",
     "runtime-llm": "a2a-llm",
     "a2a-client": "a2a",
+    "metrics": "a2a",
+    "tracing": "a2a",
 }
 
 
@@ -377,6 +380,10 @@ class Plugins:
 
     def http_routes(self, kernel: Kernel) -> list[Provided[HttpRouteSpec]]:
         return self._collect("iac_code_http_routes", HttpRouteSpec, kernel=kernel)
+
+    def instrumentation(self, config: Any) -> Instrumentation | None:
+        """Every plugin's instrumentation for a server with ``config`` as one object (``None`` without any)."""
+        return combine([p.record for p in self._collect("iac_code_instrumentation", Instrumentation, config=config)])
 
     def check_config(self, config: Any, transports: list[str]) -> list[str]:
         """Every plugin's problem lines for ``config`` (``iac_code_check_config``), in plugin order."""

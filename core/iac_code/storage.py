@@ -281,7 +281,7 @@ class SnapshotWriter:
         self._linger = linger
         self.backlog = backlog  # queued documents at which room() waits (0: no limit)
         self._room: list[asyncio.Future[None]] = []
-        self.metrics: Any = None  # iac_code.metrics.Metrics when metrics are on (batch write latency)
+        self.instrumentation: Any = None  # observes each batch's write latency (a metrics plugin)
         self._pending: dict[tuple[JsonDirectory, str], Producer] = {}
         self._inflight: dict[tuple[JsonDirectory, str], Producer] = {}
         self._wake = asyncio.Event()
@@ -347,8 +347,8 @@ class SnapshotWriter:
                 if self._inflight:
                     started = time.perf_counter()
                     await asyncio.to_thread(_write_batch, self._inflight)
-                    if self.metrics is not None:
-                        self.metrics.snapshot_write_seconds.observe(time.perf_counter() - started)
+                    if self.instrumentation is not None:
+                        self.instrumentation.snapshot_written(time.perf_counter() - started)
             finally:
                 self._inflight = {}
                 self._written = generation

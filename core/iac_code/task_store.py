@@ -155,7 +155,8 @@ class KernelTaskStore(TaskStore):
     """Owner-scoped task store: journal + snapshots on disk, an index and a bounded cache in memory."""
 
     def __init__(self, directory: Path | None = None, writer: SnapshotWriter | None = None, *,
-                 cache_size: int = DEFAULT_CACHE_SIZE, events: LocalEventLog | None = None) -> None:
+                 cache_size: int = DEFAULT_CACHE_SIZE, events: LocalEventLog | None = None,
+                 instrumentation: Any = None) -> None:
         self.events = events if events is not None else LocalEventLog()
         self._index = TaskIndex(private_dir(directory) if directory is not None else None)
         # Tasks whose snapshot is written (evictable, least recently used first) and tasks whose
@@ -168,7 +169,7 @@ class KernelTaskStore(TaskStore):
         # syncs the file system before it forgets one (segment retirement, start-up).
         self._dir = JsonDirectory(directory / "tasks", synced=writer is None) if directory is not None else None
         self._writer = writer if self._dir is not None else None
-        self._journal = (Journal(directory / "journal", checkpoint=writer.barrier)
+        self._journal = (Journal(directory / "journal", checkpoint=writer.barrier, instrumentation=instrumentation)
                          if directory is not None and writer is not None else None)
         if self._writer is not None:
             self._writer.on_batch.append(self._written)

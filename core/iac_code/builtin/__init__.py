@@ -9,7 +9,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.file_url_parts",
     "iac_code.builtin.multimodal_parts",
     "iac_code.builtin.jwks",
-    "iac_code.builtin.metrics_route",
     "iac_code.builtin.hmac_signer",
     "iac_code.builtin.stdio_transport",
     "iac_code.builtin.default_router",

@@ -33,16 +33,21 @@ def push_worker(config_path: str, debug: bool) -> None:
         if not config.push_notifications:
             raise StartupError("push-notifications is off in this configuration: there is nothing to deliver.")
         service = PushNotifications(command.push_context(shared=True))
+        instrumentation = command.instrumentation()
 
         async def work(stop: asyncio.Event) -> None:
-            api.tracing.configure(config)  # deliveries continue the traces of the turns that queued them
-            await service.open(deliver=True, issuer=_issuer(config))
-            logger.info("iac-code push worker delivering from the %s queue", config.push_queue)
+            if instrumentation is not None:  # deliveries continue the traces of the turns that queued them
+                await instrumentation.start(None)
             try:
-                await stop.wait()
+                await service.open(deliver=True, issuer=_issuer(config), metrics=instrumentation)
+                logger.info("iac-code push worker delivering from the %s queue", config.push_queue)
+                try:
+                    await stop.wait()
+                finally:
+                    await service.stop()
             finally:
-                await service.stop()
-                api.tracing.shutdown()
+                if instrumentation is not None:
+                    await instrumentation.stop()
 
         api.run_until_stopped(work)
     except StartupError as exc:

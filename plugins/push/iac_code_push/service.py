@@ -79,7 +79,7 @@ class PushNotifications:
             return
         server = self.context.server
         await self.open(deliver=self.config.push_delivery == "server", issuer=issuer,
-                        metrics=server.metrics if server is not None else None)
+                        metrics=server.instrumentation if server is not None else None)
         assert self.store is not None and self.queue is not None
         settle = None
         if server is not None:

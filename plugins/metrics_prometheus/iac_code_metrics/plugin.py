@@ -1,29 +1,28 @@
-"""Built-in plugin: Prometheus metrics at ``GET /metrics`` (text exposition format).
+"""Plugin registration: Prometheus metrics at ``GET /metrics`` (text exposition format).
 
-Configuration keys: ``metrics`` (default true; false: no route and no
-instrumentation) and ``metrics-public`` (default false: the route is
-authenticated like every other route; true: open, e.g. for a scraper inside a
-private network). The metrics themselves live in :mod:`iac_code.metrics`, one
-registry per kernel (``kernel.metrics``).
+Configuration keys: ``metrics`` (default true; false: no route and no instrumentation),
+``metrics-public`` (default false: the route is authenticated like every other route;
+true: open, e.g. for a scraper inside a private network), ``metrics-port`` and
+``metrics-host`` (``/metrics`` also, without authentication, on a private port). The
+metrics themselves live in :mod:`iac_code_metrics.registry`, one registry per server.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iac_code.config import without_effect
-from iac_code.hookspecs import hookimpl
-from iac_code.records import HttpRouteSpec
+from iac_code.api import HttpRouteSpec, PluginContext, hookimpl, without_effect
+from iac_code_metrics.registry import PrometheusMetrics, metrics_of
+from iac_code_metrics.scrape import METRICS_PATH, scrape_handler
 
-if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
-
-METRICS_PATH = "/metrics"
+IAC_CODE_API_VERSION = "1.0"
 
 
 class MetricsConfig(BaseModel):
+    """Keys the metrics plugin adds to the configuration."""
+
     model_config = ConfigDict(extra="forbid")
 
     metrics: bool = Field(True, description="Collect Prometheus metrics and serve them at GET /metrics.")
@@ -52,13 +51,15 @@ def iac_code_check_config(config: Any) -> list[str]:
 
 
 @hookimpl
-def iac_code_http_routes(kernel: Kernel | None) -> list[HttpRouteSpec]:
-    if kernel is None:
-        return []
-    metrics = getattr(kernel, "metrics", None)
-    if metrics is None:
-        return []
-    from iac_code.metrics import scrape_handler
+def iac_code_instrumentation(config: Any) -> PrometheusMetrics | None:
+    """A fresh registry per server, or nothing with ``metrics: false``."""
+    return PrometheusMetrics() if getattr(config, "metrics", False) else None
 
+
+@hookimpl
+def iac_code_http_routes(kernel: PluginContext | None) -> list[HttpRouteSpec]:
+    metrics = metrics_of(kernel)
+    if kernel is None or metrics is None:
+        return []
     public = bool(getattr(kernel.config, "metrics_public", False))
-    return [HttpRouteSpec("GET", METRICS_PATH, scrape_handler(kernel, metrics), auth=not public, name="metrics")]
+    return [HttpRouteSpec("GET", METRICS_PATH, scrape_handler(metrics), auth=not public, name="metrics")]

@@ -2,7 +2,7 @@
 A2A call, its turn, the turn's tool calls and the push deliveries it queued, to the webhook.
 
 Spans go to the SDK's in-memory exporter on a tracer provider set before the server
-starts (``tracing.configure`` reuses a provider already set).
+starts (the plugin reuses a provider already set).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -27,9 +26,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from iac_code import tracing
-from iac_code.push_jobs import PushJob
+from iac_code.api import PushJob, tracing
 from iac_code.testing import A2A_HEADERS, permission_answer_body, send_message_body, start_server
+from iac_code_tracing import otel
 
 TRACE_ID = uuid.uuid4().hex
 PARENT_SPAN_ID = uuid.uuid4().hex[:16]
@@ -47,7 +46,7 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     yield memory
-    tracing.configure(SimpleNamespace(tracing=False))
+    otel.disable()
     memory.shutdown()
 
 
@@ -55,7 +54,7 @@ def exporter() -> Iterator[InMemorySpanExporter]:
 def spans(exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
     exporter.clear()
     yield exporter
-    tracing.configure(SimpleNamespace(tracing=False))
+    otel.disable()
 
 
 @dataclass
@@ -122,7 +121,6 @@ async def _run_traced_turn(settings: dict[str, Any]) -> tuple[Receiver, str]:
     """A SendMessage carrying ``TRACEPARENT`` whose turn calls tools, pauses for a permission (answered)
     and ends; returns the receiver once the turn's end was pushed, and the task id."""
     async with receiver() as hook, start_server(settings) as server, aiohttp.ClientSession() as http:
-        tracing.configure(server.kernel.config)  # what the kernel's start-up calls
         body = send_message_body(PROMPT, message_id=uuid.uuid4().hex)
         body["params"]["configuration"] = {"taskPushNotificationConfig": {"url": hook.url, "id": "hook-1"}}
         async with http.post(server.url, json=body, headers={**A2A_HEADERS, "traceparent": TRACEPARENT}) as r:
@@ -197,9 +195,9 @@ async def test_tracing_off_records_nothing(spans: InMemorySpanExporter, tmp_path
 
 
 def test_helpers_are_no_ops_when_off() -> None:
-    tracing.configure(SimpleNamespace(tracing=False))
+    otel.disable()
     assert tracing.current_trace_carrier() == {}
-    assert tracing.trace_id() == ""
+    assert otel.trace_id() == ""
     headers: dict[str, str] = {}
     tracing.inject(headers, {"traceparent": TRACEPARENT})
     assert headers == {}
@@ -219,7 +217,7 @@ def test_push_job_record_carries_the_trace() -> None:
 
 
 def test_log_records_carry_the_trace_id(spans: InMemorySpanExporter) -> None:
-    tracing.configure(SimpleNamespace(tracing=True))
+    otel.enable()
     seen: list[logging.LogRecord] = []
 
     class Collect(logging.Handler):
@@ -230,7 +228,7 @@ def test_log_records_carry_the_trace_id(spans: InMemorySpanExporter) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     try:
-        tracing.install_log_filter()
+        otel.install_log_filter()
         with tracing.method_span("GetTask", {"traceparent": TRACEPARENT}, "jsonrpc"):
             logging.getLogger("iac_code.test").warning("inside")
         logging.getLogger("iac_code.test").warning("outside")
@@ -246,7 +244,6 @@ async def test_official_grpc_binding_continues_the_callers_trace(spans: InMemory
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     async with start_server({"tracing": True, "transport": "grpc", "grpc-port": 0}) as server:
-        tracing.configure(server.kernel.config)
         metadata = (("a2a-version", "1.0"), ("traceparent", TRACEPARENT))
         async with grpc.aio.insecure_channel(server.url) as channel:
             stub = a2a_pb2_grpc.A2AServiceStub(channel)

@@ -1,32 +1,30 @@
-"""Prometheus metrics of one kernel (``metrics: true``, the default; scraped at ``GET /metrics``).
+"""Prometheus metrics of one server (``metrics: true``, the default; scraped at ``GET /metrics``).
 
-Every metric lives in the kernel's own :class:`~prometheus_client.CollectorRegistry`,
-never the process-global one, so several kernels in one process (tests) do not
-clash. Labels are bounded: A2A method names (anything else is ``other``), binding
-(the transport's name), JSON-RPC error code, delivery outcome; never a task,
-context or caller.
+Every metric lives in the server's own :class:`~prometheus_client.CollectorRegistry`,
+never the process-global one, so several servers in one process (tests) do not clash.
+Labels are bounded: A2A method names (anything else is ``other``), binding (the
+transport's name), JSON-RPC error code, delivery outcome; never a task, context or caller.
 
-Instrumented components hold an optional ``metrics`` attribute (``None``: no work
-at all); :meth:`Metrics.attach` wires a started kernel's components in one call.
-The gauges of things held in memory (turns, permission waits, contexts) are
-callbacks read at scrape time, so they cost nothing per request and cannot drift.
+:class:`PrometheusMetrics` is the server's instrumentation (``iac_code.api.Instrumentation``):
+the kernel calls it per A2A call, journal commit, snapshot batch and push attempt. The
+gauges of what the server holds (turns, permission waits, contexts, connections, the push
+queue) are read when ``/metrics`` is scraped, so they cost nothing per request and cannot drift.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 
-from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+from iac_code.api import Instrumentation, PluginContext, error_code
 
 PREFIX = "iac_code_a2a_"
-# The A2A 1.0 method names (``METHOD_PARAMS`` in iac_code.dispatcher); anything else is "other".
+# The A2A 1.0 method names; anything else is "other".
 KNOWN_METHODS = frozenset({
     "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
     "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
@@ -48,12 +46,13 @@ _MAX_CODES = 64
 
 clock = time.perf_counter
 
+# The metrics of each running server, for its /metrics route (filled by PrometheusMetrics.start).
+_RUNNING: weakref.WeakKeyDictionary[Any, PrometheusMetrics] = weakref.WeakKeyDictionary()
 
-def error_code(error: Any) -> str:
-    """The JSON-RPC code of a call's error as text (the code its response carries)."""
-    code = getattr(error, "code", None)
-    if not isinstance(code, int):
-        code = JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
+
+def code_text(error: Any) -> str:
+    """The JSON-RPC code of a call's error as a label value (the code its response carries)."""
+    code = error_code(error)
     text = _CODE_TEXT.get(code)
     if text is None:
         text = str(code) if len(_CODE_TEXT) < _MAX_CODES else "other"
@@ -65,8 +64,13 @@ def _binding(transport: str) -> str:
     return transport[:_MAX_BINDING] if transport else "unknown"
 
 
-class Metrics:
-    """Every metric object of one kernel, in its own registry."""
+def metrics_of(context: Any) -> PrometheusMetrics | None:
+    """The metrics of the running server ``context`` (a :class:`~iac_code.api.PluginContext`), if it has them."""
+    return _RUNNING.get(context) if context is not None else None
+
+
+class PrometheusMetrics(Instrumentation):
+    """Every metric object of one server, in its own registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -104,58 +108,49 @@ class Metrics:
         self._duration_children: dict[tuple[str, str], Any] = {}
         self._stream_children: dict[str, Any] = {}
         self._push_children = {outcome: self.push_deliveries.labels(outcome) for outcome in PUSH_OUTCOMES}
-        for gauge in (self.turns_active, self.permission_waits, self.contexts_loaded):
-            gauge.set_function(lambda: 0.0)
+        self.context: PluginContext | None = None
+        self.port: Any = None  # the MetricsPort serving metrics-port, while it runs
 
-    @classmethod
-    def create(cls, config: Any) -> Metrics | None:
-        """The kernel's metrics, or ``None`` with ``metrics: false`` (or the metrics plugin disabled)."""
-        return cls() if getattr(config, "metrics", False) else None
+    # ------------------------------------------------------------------ lifecycle
 
-    # ------------------------------------------------------------------ wiring
+    async def start(self, context: Any) -> None:
+        """Serve this server's metrics: its ``/metrics`` route, and ``metrics-port`` when set."""
+        if context is None:  # a process without a server (push-worker): nothing to serve
+            return
+        self.context = context
+        _RUNNING[context] = self
+        port = getattr(context.config, "metrics_port", None)
+        if port is not None:
+            from iac_code_metrics.scrape import MetricsPort
 
-    def attach(self, kernel: Kernel) -> None:
-        """Wire a started kernel's components (after ``Kernel.start`` built the dispatcher and push)."""
-        dispatcher = getattr(kernel, "dispatcher", None)
-        if dispatcher is not None:
-            dispatcher.metrics = self
-        journal = getattr(getattr(kernel, "task_store", None), "_journal", None)
-        if journal is not None:
-            journal.metrics = self
-        push = getattr(kernel, "push", None)
-        worker = getattr(push, "worker", None) if push is not None else None
-        if worker is not None:
-            worker.metrics = self
-        writer = getattr(kernel, "writer", None)
-        if writer is not None:
-            writer.metrics = self
-        for spec, server in zip(getattr(kernel, "transport_specs", ()), getattr(kernel, "_servers", ()), strict=False):
-            count = getattr(server, "open_connections", None)
-            if callable(count):
-                self.connections.labels(transport=spec.name[:_MAX_BINDING]).set_function(count)
-        self.watch_kernel(kernel)
+            self.port = MetricsPort(self)
+            await self.port.start(str(getattr(context.config, "metrics_host", "127.0.0.1")), port)
 
-    def watch_kernel(self, kernel: Kernel) -> None:
-        """Point the in-memory gauges at ``kernel`` (read at scrape time)."""
-
-        def turns() -> float:
-            handler = getattr(kernel, "request_handler", None)
-            engine = getattr(handler, "engine", None) if handler is not None else None
-            return float(engine.active()) if engine is not None else 0.0
-
-        def waits() -> float:
-            broker = getattr(kernel, "permissions", None)
-            return float(broker.waiting()) if broker is not None else 0.0
-
-        def contexts() -> float:
-            registry = getattr(kernel, "contexts", None)
-            return float(len(registry)) if registry is not None else 0.0
-
-        self.turns_active.set_function(turns)
-        self.permission_waits.set_function(waits)
-        self.contexts_loaded.set_function(contexts)
+    async def stop(self) -> None:
+        if self.port is not None:
+            port, self.port = self.port, None
+            await port.stop()
+        if self.context is not None:
+            _RUNNING.pop(self.context, None)
 
     # ------------------------------------------------------------------ observations
+
+    async def observe_call(self, method: str, call: Any, params: Mapping[str, Any] | None,
+                           fields: Mapping[str, str] | None, pending: Awaitable[Any]) -> Any:
+        """Count the call by its result code and time it (a stream: until its first event, then counted open)."""
+        transport = call.transport
+        started = clock()
+        try:
+            result = await pending
+        except Exception as exc:
+            error = getattr(exc, "error", None)
+            if error is not None:
+                self.request_done(method, transport, code_text(error), clock() - started)
+            raise
+        self.request_done(method, transport, OK_CODE, clock() - started)
+        if hasattr(result, "__anext__"):
+            return self.track_stream(result, transport)
+        return result
 
     def request_done(self, method: str, transport: str, code: str, seconds: float) -> None:
         """Count one A2A call and its duration."""
@@ -181,24 +176,34 @@ class Metrics:
     def journal_committed(self, seconds: float) -> None:
         self.journal_commit_seconds.observe(seconds)
 
+    def snapshot_written(self, seconds: float) -> None:
+        self.snapshot_write_seconds.observe(seconds)
+
     def push_outcome(self, outcome: str) -> None:
         self._push_children[outcome].inc()
 
     def push_attempt(self, seconds: float) -> None:
         self.push_delivery_seconds.observe(seconds)
 
-    async def refresh(self, kernel: Kernel) -> None:
-        """Read what only an await can tell (the push queue's depth); called before each scrape."""
-        push = getattr(kernel, "push", None)
-        queue = getattr(push, "queue", None) if push is not None else None
-        if queue is None:
+    # ------------------------------------------------------------------ scraping
+
+    async def refresh(self) -> None:
+        """Read what the server holds now (turns, waits, contexts, connections, push queue); before each scrape."""
+        context = self.context
+        if context is None:
             return
+        activity = context.activity()
+        self.turns_active.set(activity.turns_active)
+        self.permission_waits.set(activity.permission_waits)
+        self.contexts_loaded.set(activity.contexts_loaded)
+        for transport, count in activity.connections.items():
+            self.connections.labels(transport=transport[:_MAX_BINDING]).set(count)
         try:
-            depth = await asyncio.wait_for(queue.depth(), QUEUE_DEPTH_TIMEOUT)
+            depth = await asyncio.wait_for(context.push_queue_depth(), QUEUE_DEPTH_TIMEOUT)
         except Exception:  # a queue that cannot answer now: keep the last values
             return
         for state in QUEUE_STATES:
-            if isinstance(depth.get(state), int):
+            if depth is not None and isinstance(depth.get(state), int):
                 self.push_queue_jobs.labels(state).set(depth[state])
 
     def exposition(self) -> bytes:
@@ -245,52 +250,3 @@ class CountedStream:
 
     def __del__(self) -> None:
         self._finish()
-
-
-def scrape_handler(kernel: Kernel, metrics: Metrics) -> Callable[[Any], Any]:
-    """The aiohttp handler answering a scrape: queue depth refreshed, then the text exposition."""
-    from aiohttp import web
-    from prometheus_client import CONTENT_TYPE_LATEST
-
-    async def scrape(request: web.Request) -> web.Response:
-        await metrics.refresh(kernel)
-        return web.Response(body=metrics.exposition(),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})
-
-    return scrape
-
-
-class MetricsPort:
-    """``/metrics`` alone on ``metrics-host:metrics-port`` (no authentication: a private scrape port)."""
-
-    def __init__(self, kernel: Kernel, metrics: Metrics) -> None:
-        self._kernel = kernel
-        self._metrics = metrics
-        self._runner: Any = None
-        self.port = 0
-
-    async def start(self, host: str, port: int) -> int:
-        """Bind and serve; the bound port."""
-        from aiohttp import web
-
-        from iac_code.errors import StartupError
-
-        app = web.Application()
-        app.router.add_get("/metrics", scrape_handler(self._kernel, self._metrics), allow_head=False)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise StartupError(f"Cannot bind metrics-port to {host}:{port}: {exc.strerror or type(exc).__name__}.") \
-                from None
-        self._runner = runner
-        self.port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
-        return self.port
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -10,10 +11,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from iac_code.metrics import CountedStream, Metrics, error_code
-from iac_code.testing import A2A_HEADERS, RunningServer, send_message_body, start_server
+from iac_code.api import StartupError, error_code
+from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, send_message_body, start_server
+from iac_code_metrics.plugin import iac_code_instrumentation
+from iac_code_metrics.registry import CountedStream, PrometheusMetrics, code_text, metrics_of
 
 TOKEN = "metrics-s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -108,13 +112,39 @@ async def test_scripted_workload_is_counted() -> None:
             assert all(key in {"method", "binding", "code", "outcome", "state", "transport", "le"} for key, _ in labels), labels
 
 
-async def test_push_deliveries_are_counted_by_outcome(tmp_path: Path) -> None:
-    from tests.test_push_delivery import FAST, receiver, send_with_push
+@asynccontextmanager
+async def webhook(statuses: list[int]) -> AsyncIterator[tuple[str, asyncio.Queue[int]]]:
+    """A webhook answering ``statuses`` in turn (then 200); its queue gets each answer's status."""
+    answered: asyncio.Queue[int] = asyncio.Queue()
 
-    settings = {**FAST, "push-max-attempts": 3, "persistence-dir": str(tmp_path)}
-    async with receiver(statuses=[503]) as hook, serving(settings) as (server, http):
-        await send_with_push(http, server.url, hook.url)
-        await hook.wait_for(2)
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        status = statuses.pop(0) if statuses else 200
+        answered.put_nowait(status)
+        return web.Response(status=status)
+
+    app = web.Application()
+    app.router.add_post("/hook", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/hook", answered  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+async def test_push_deliveries_are_counted_by_outcome(tmp_path: Path) -> None:
+    settings = {"push-notifications": True, "push-allowed-hosts": ["127.0.0.1"], "push-retry-base-delay": 0.05,
+                "push-retry-max-delay": 0.2, "push-max-attempts": 3, "persistence-dir": str(tmp_path)}
+    async with webhook([503]) as (url, answered), serving(settings) as (server, http):
+        body = send_message_body("hello", message_id=uuid.uuid4().hex)
+        body["params"]["configuration"] = {"taskPushNotificationConfig": {"url": url, "id": "hook-1"}}
+        assert "result" in await rpc(server, http, body)
+        first = await asyncio.wait_for(answered.get(), 20)
+        await asyncio.wait_for(answered.get(), 20)  # the retry, or the next event's delivery
+        assert first == 503
         deadline = asyncio.get_running_loop().time() + 10
         while True:
             samples = await scrape(server, http)
@@ -132,7 +162,7 @@ async def test_push_deliveries_are_counted_by_outcome(tmp_path: Path) -> None:
 
 async def test_unknown_methods_are_not_counted_and_kernels_do_not_share_metrics() -> None:
     async with serving() as (first, http), serving() as (second, _):
-        assert first.kernel.metrics is not second.kernel.metrics
+        assert metrics_of(first.kernel) is not metrics_of(second.kernel)
         await rpc(first, http, {"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod", "params": {}})
         await rpc(first, http, {"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}})
         one, two = await scrape(first, http), await scrape(second, http)
@@ -153,8 +183,8 @@ async def test_metrics_needs_credentials_unless_public() -> None:
 
 async def test_metrics_off_means_no_route_and_no_registry() -> None:
     async with serving({"metrics": False}) as (server, http):
-        assert server.kernel.metrics is None
-        assert server.kernel.dispatcher is not None and server.kernel.dispatcher.metrics is None
+        assert metrics_of(server.kernel) is None
+        assert server.kernel.dispatcher is not None and server.kernel.dispatcher.instrumentation is None
         async with http.get(server.url + "metrics") as response:
             assert response.status == 404
 
@@ -166,17 +196,18 @@ class _Config:
     metrics = True
 
 
-def test_create_follows_the_config_key() -> None:
-    assert isinstance(Metrics.create(_Config()), Metrics)
-    assert Metrics.create(object()) is None  # the metrics plugin disabled: no key, no metrics
+def test_the_instrumentation_follows_the_config_key() -> None:
+    assert isinstance(iac_code_instrumentation(_Config()), PrometheusMetrics)
+    assert iac_code_instrumentation(object()) is None
 
 
 def test_methods_outside_a2a_are_other_and_codes_are_text() -> None:
     from a2a.utils.errors import TaskNotFoundError
 
-    metrics = Metrics()
+    assert error_code(TaskNotFoundError()) == -32001
+    metrics = PrometheusMetrics()
     metrics.request_done("message/send", "http", "ok", 0.01)
-    metrics.request_done("GetTask", "http", error_code(TaskNotFoundError()), 0.01)
+    metrics.request_done("GetTask", "http", code_text(TaskNotFoundError()), 0.01)
     metrics.push_outcome("delivered")
     metrics.push_outcome("dead_lettered")
     metrics.push_attempt(0.2)
@@ -191,7 +222,7 @@ def test_methods_outside_a2a_are_other_and_codes_are_text() -> None:
 
 
 async def test_a_counted_stream_closes_once_however_it_ends() -> None:
-    metrics = Metrics()
+    metrics = PrometheusMetrics()
     gauge = metrics.open_streams.labels("t")
 
     async def events() -> AsyncIterator[int]:
@@ -212,10 +243,6 @@ async def test_a_counted_stream_closes_once_however_it_ends() -> None:
 
 
 async def test_connections_by_transport_and_snapshot_writes_are_measured() -> None:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from iac_code.testing import A2A_HEADERS, send_message_body, start_server
-
     async with start_server() as server, aiohttp.ClientSession() as http:
         async with http.post(server.url, json=send_message_body("hello"), headers=A2A_HEADERS) as r:
             assert "result" in await r.json()
@@ -235,8 +262,32 @@ async def test_connections_by_transport_and_snapshot_writes_are_measured() -> No
 
 async def test_a_private_metrics_port_serves_without_credentials() -> None:
     async with start_server({"token": "t0ken", "metrics-port": 0}) as server, aiohttp.ClientSession() as http:
-        port = server.kernel.metrics_port.port
+        metrics = metrics_of(server.kernel)
+        assert metrics is not None and metrics.port is not None
+        port = metrics.port.port
         async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
             assert r.status == 200 and "iac_code_a2a_requests_total" in await r.text()
         async with http.get(server.url + "metrics") as r:  # the main port still asks for credentials
             assert r.status == 401
+
+
+async def test_a_metrics_port_in_use_stops_the_start_and_leaves_the_state_directory_free(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = {"metrics-port": port, "persistence-dir": str(tmp_path / "state")}
+        with pytest.raises(StartupError, match=f"Cannot bind metrics-port to 127.0.0.1:{port}"):
+            async with start_server(settings):
+                pass
+        kernel = make_kernel({"metrics-port": 0, "port": port})  # the metrics port binds, then HTTP cannot
+        with pytest.raises(StartupError, match="Transport 'http' cannot start"):
+            await kernel.start()
+        assert metrics_of(kernel) is None  # stopped again: its port closed
+    async with serving({**settings, "metrics-port": 0}) as (server, http):  # the lock was given up
+        metrics = metrics_of(server.kernel)
+        assert metrics is not None and metrics.port is not None
+        async with http.get(f"http://127.0.0.1:{metrics.port.port}/metrics") as r:
+            assert r.status == 200

@@ -1,0 +1,1 @@
+"""Prometheus metrics for the iac-code A2A server."""

@@ -1,0 +1,1 @@
+"""OpenTelemetry distributed tracing for the iac-code A2A server."""
