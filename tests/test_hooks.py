@@ -228,9 +228,9 @@ def test_every_hook_is_collected() -> None:
 
 
 async def test_kernel_uses_plugin_transport_decoder_push_and_config() -> None:
-    kernel = make_kernel({"transport": "LB", "loopback-label": "x", "disabled-plugins": ["push"]},
+    kernel = make_kernel({"transport": "LB", "loopback-label": "counted", "disabled-plugins": ["push"]},
                          extra_plugins={"every-hook": EveryHookPlugin()})
-    assert kernel.config.loopback_label == "x"  # type: ignore[attr-defined]
+    assert kernel.config.loopback_label == "counted"  # type: ignore[attr-defined]
     assert validation.check_startup(kernel.config, kernel.plugins) == []
     refused = load_config(raw={"loopback_label": "no-push"}, model=type(kernel.config), environ={})
     assert "'loopback-label: no-push' with push queues local-file, memory-test, redis-streams." in \
