@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from iac_code.api import StartupError
-from iac_code_metrics.registry import PrometheusMetrics
 
 logger = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
 
 
-def scrape_handler(metrics: PrometheusMetrics) -> Any:
+class Scrapable(Protocol):
+    """What a scrape reads: the registry, refreshed from the server's state first."""
+
+    async def refresh(self) -> None: ...
+
+    def exposition(self) -> bytes: ...
+
+
+def scrape_handler(metrics: Scrapable) -> Any:
     """The aiohttp handler answering a scrape: the server's state read, then the text exposition."""
 
     async def scrape(request: web.Request) -> web.Response:
@@ -30,7 +37,7 @@ def scrape_handler(metrics: PrometheusMetrics) -> Any:
 class MetricsPort:
     """``/metrics`` alone on ``metrics-host:metrics-port`` (no authentication: a private scrape port)."""
 
-    def __init__(self, metrics: PrometheusMetrics) -> None:
+    def __init__(self, metrics: Scrapable) -> None:
         self._metrics = metrics
         self._runner: web.AppRunner | None = None
         self.port = 0

@@ -12,12 +12,12 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from iac_code_metrics.plugin import iac_code_instrumentation
+from iac_code_metrics.registry import CountedStream, PrometheusMetrics, code_text, metrics_of
 from prometheus_client.parser import text_string_to_metric_families
 
 from iac_code.api import StartupError, error_code
 from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, send_message_body, start_server
-from iac_code_metrics.plugin import iac_code_instrumentation
-from iac_code_metrics.registry import CountedStream, PrometheusMetrics, code_text, metrics_of
 
 TOKEN = "metrics-s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -20,11 +20,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.tasks import PushNotificationSender
-from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 
 from iac_code import api
 from iac_code.api import PushJob, PushQueue, message_to_json, order_key, spawn
+from iac_code_push.settings import DEFAULT_EVENTS, parse_push_events
 
 if TYPE_CHECKING:
     from iac_code_push.configs import PushConfigStore
@@ -32,38 +33,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
-                      TaskState.TASK_STATE_REJECTED})
-EVENT_GROUPS: dict[str, frozenset[int]] = {
-    "terminal": TERMINAL,
-    "input-required": frozenset({TaskState.TASK_STATE_INPUT_REQUIRED}),
-    "auth-required": frozenset({TaskState.TASK_STATE_AUTH_REQUIRED}),
-    "submitted": frozenset({TaskState.TASK_STATE_SUBMITTED}),
-    "working": frozenset({TaskState.TASK_STATE_WORKING}),
-    "completed": frozenset({TaskState.TASK_STATE_COMPLETED}),
-    "failed": frozenset({TaskState.TASK_STATE_FAILED}),
-    "canceled": frozenset({TaskState.TASK_STATE_CANCELED}),
-    "rejected": frozenset({TaskState.TASK_STATE_REJECTED}),
-}
-DEFAULT_EVENTS = ("terminal", "input-required")
 # Ordering memory: the last job's seq per (owner, task, config), for the jobs' ``prev_seq``.
 LAST_SEQ_ENTRIES = 10_000
-
-
-def parse_push_events(value: Iterable[str] | str) -> tuple[frozenset[int], bool]:
-    """``push-events`` → (task states that are pushed, whether every update is: ``all``)."""
-    names = [v.strip().lower().replace("_", "-") for v in (value.split(",") if isinstance(value, str) else value)]
-    names = [n.removeprefix("task-state-") for n in names if n]
-    if not names:
-        raise ValueError("push-events: name at least one event group, or 'all'")
-    if "all" in names:
-        return frozenset(), True
-    states: set[int] = set()
-    for name in names:
-        if name not in EVENT_GROUPS:
-            raise ValueError(f"push-events: unknown event {name!r} (use all, {', '.join(EVENT_GROUPS)})")
-        states |= EVENT_GROUPS[name]
-    return frozenset(states), False
 
 
 class QueueingPushSender(PushNotificationSender):

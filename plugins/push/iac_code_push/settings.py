@@ -7,6 +7,7 @@ import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from a2a.types.a2a_pb2 import TaskState
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from iac_code import api
@@ -21,6 +22,39 @@ MISSING_QUEUE = {
     "redis-streams": "Redis-backed A2A push delivery requires optional dependencies. Install iac-code[a2a-redis].",
 }
 UNKNOWN_QUEUE = "push-queue must be local-file or redis-streams."
+
+
+# The push-events vocabulary: which task states each event group pushes.
+TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
+                      TaskState.TASK_STATE_REJECTED})
+EVENT_GROUPS: dict[str, frozenset[int]] = {
+    "terminal": TERMINAL,
+    "input-required": frozenset({TaskState.TASK_STATE_INPUT_REQUIRED}),
+    "auth-required": frozenset({TaskState.TASK_STATE_AUTH_REQUIRED}),
+    "submitted": frozenset({TaskState.TASK_STATE_SUBMITTED}),
+    "working": frozenset({TaskState.TASK_STATE_WORKING}),
+    "completed": frozenset({TaskState.TASK_STATE_COMPLETED}),
+    "failed": frozenset({TaskState.TASK_STATE_FAILED}),
+    "canceled": frozenset({TaskState.TASK_STATE_CANCELED}),
+    "rejected": frozenset({TaskState.TASK_STATE_REJECTED}),
+}
+DEFAULT_EVENTS = ("terminal", "input-required")
+
+
+def parse_push_events(value: Iterable[str] | str) -> tuple[frozenset[int], bool]:
+    """``push-events`` → (task states that are pushed, whether every update is: ``all``)."""
+    names = [v.strip().lower().replace("_", "-") for v in (value.split(",") if isinstance(value, str) else value)]
+    names = [n.removeprefix("task-state-") for n in names if n]
+    if not names:
+        raise ValueError("push-events: name at least one event group, or 'all'")
+    if "all" in names:
+        return frozenset(), True
+    states: set[int] = set()
+    for name in names:
+        if name not in EVENT_GROUPS:
+            raise ValueError(f"push-events: unknown event {name!r} (use all, {', '.join(EVENT_GROUPS)})")
+        states |= EVENT_GROUPS[name]
+    return frozenset(states), False
 
 
 def split_push_allowed_hosts(entries: Iterable[str]) -> tuple[frozenset[str], tuple[IPNetwork, ...]]:
@@ -84,8 +118,6 @@ class PushConfig(BaseModel):
     @field_validator("push_events")
     @classmethod
     def _check_push_events(cls, value: Any) -> Any:
-        from iac_code_push.sender import parse_push_events
-
         if not isinstance(value, str | list):
             raise ValueError("push-events: a list of event names, or 'all'")
         parse_push_events(value)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import os
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from iac_code.api import StartupError, TransportSpec, hookimpl, in_conflict, without_effect
+from iac_code_transport_grpc.addresses import is_loopback, plaintext_refused
 
 if TYPE_CHECKING:
     from iac_code.api import ClientTarget, JsonRpcChannel, PluginContext, TransportServer
@@ -19,23 +19,6 @@ IAC_CODE_API_VERSION = "1.0"
 MISSING_DEPENDENCIES = "gRPC A2A transport requires optional dependencies. Install iac-code[a2a-grpc]."
 GRPC, GRPC_JSONRPC = "grpc", "grpc-jsonrpc"
 SHARED_JSONRPC_PORT = 50052  # grpc-jsonrpc's default port when the official grpc transport holds grpc-port
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``)."""
-    host = host.strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def plaintext_refused(host: str) -> str:
-    """The start-up error for plaintext gRPC on a non-loopback ``host`` without ``grpc-insecure``."""
-    return (f"gRPC would serve plaintext on the non-loopback address {host!r}: set 'grpc-tls-cert' and "
-            "'grpc-tls-key', or 'grpc-insecure: true' to allow it.")
 
 
 class GrpcTransportConfig(BaseModel):

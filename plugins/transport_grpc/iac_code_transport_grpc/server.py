@@ -54,7 +54,7 @@ from iac_code.api import (
     tracing,
 )
 from iac_code.api import protocol_error as check_protocol
-from iac_code_transport_grpc.plugin import is_loopback, plaintext_refused
+from iac_code_transport_grpc.addresses import is_loopback, plaintext_refused
 
 if TYPE_CHECKING:
     from iac_code.api import PluginContext
