@@ -11,6 +11,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.jwks",
     "iac_code.builtin.metrics_route",
     "iac_code.builtin.hmac_signer",
-    "iac_code.builtin.stdio_transport",
     "iac_code.builtin.default_router",
 )
