@@ -235,7 +235,7 @@ def client_transports() -> dict[str, TransportSpec]:
 
 
 def routers() -> dict[str, RouterSpec]:
-    """The installed routers by name (the built-in ``default`` among them), for a client that picks a remote agent."""
+    """The installed routers by name (``iac-code-a2a-client`` brings ``default``), for a client that picks a remote agent."""
     from iac_code.plugins import Plugins
 
     return {key: p.record for key, p in Plugins.load().routers().items()}

@@ -11,5 +11,4 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.jwks",
     "iac_code.builtin.metrics_route",
     "iac_code.builtin.hmac_signer",
-    "iac_code.builtin.default_router",
 )
