@@ -58,6 +58,7 @@ from iac_code.i18n import Translator, translator
 from iac_code.jsonio import message_to_json
 from iac_code.log_limits import RateLimitedLog
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
+from iac_code.ndjson_client import NdjsonClient
 from iac_code.push_jobs import (
     ClaimedJob,
     JobCodec,
@@ -130,7 +131,6 @@ from iac_code.task_store import (
     sort_key,
 )
 from iac_code.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
-from iac_code.transport_clients import NdjsonClient, WebSocketClient
 from iac_code.turns import ALREADY_WORKING
 from iac_code.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
 from iac_code.workspace import is_protected_file, is_within
@@ -334,7 +334,6 @@ __all__ = [
     "TurnFailed",
     "TurnRequest",
     "Usage",
-    "WebSocketClient",
     "api_version_problem",
     "atomic_write",
     "client_transports",
