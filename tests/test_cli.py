@@ -117,7 +117,8 @@ async def test_plugins_list_table_and_json(site: Path) -> None:
     header, *rows = out.strip().splitlines()
     assert header.split() == ["name", "distribution", "version", "kind", "status", "hooks"]
     by_name = {r.split()[0]: r for r in rows}
-    assert "built-in" in by_name["default-router"] and "built-in" in by_name["text-parts"]
+    assert "built-in" in by_name["text-parts"] and "default-router" not in by_name
+    assert "iac-code-a2a-client" in by_name["a2a-client"] and "iac_code_routers" in by_name["a2a-client"]
     assert "iac-code-runtime-offline" in by_name["runtime-offline"] and "installed" in by_name["runtime-offline"]
     assert "iac-code-transport-http" in by_name["http"] and "installed" in by_name["http"]
     assert "iac_code_transports" in by_name["http"]
@@ -132,7 +133,9 @@ async def test_plugins_list_table_and_json(site: Path) -> None:
         "hooks": ["iac_code_http_routes", "iac_code_part_decoders"], "kind": "installed",
         "status": "active", "reason": ""}
     assert plugins["http"]["hooks"] == ["iac_code_check_config", "iac_code_config_model", "iac_code_transports"]
-    assert plugins["default-router"]["kind"] == "built-in" and plugins["runtime-offline"]["kind"] == "installed"
+    assert plugins["text-parts"]["kind"] == "built-in" and plugins["runtime-offline"]["kind"] == "installed"
+    assert plugins["a2a-client"]["hooks"] == ["iac_code_cli_commands", "iac_code_routers"]  # the default router
+    assert plugins["a2a-client"]["kind"] == "installed" and plugins["a2a-client"]["distribution"] == "iac-code-a2a-client"
     assert plugins["broken"]["status"] == "failed"
     assert plugins["broken-ws"]["reason"].startswith("ModuleNotFoundError")
 
@@ -387,7 +390,8 @@ async def test_a2a_client_whose_plugin_cannot_be_imported_says_so(tmp_path: Path
 
 
 async def test_a2a_client_is_imported_only_when_it_runs() -> None:
-    """Every ``iac-code`` start loads the plugin's entry point; the client itself waits for its command."""
+    """Every ``iac-code`` start loads the plugin's entry point (and the small default router it registers); the
+    client itself waits for its command."""
     script = ("import sys\nfrom iac_code.plugins import Plugins\n"
               "commands = Plugins.load().cli_commands()\n"
               "print(sorted(commands), sorted(m for m in sys.modules if m.startswith('iac_code_a2a_client')))\n"
@@ -397,4 +401,6 @@ async def test_a2a_client_is_imported_only_when_it_runs() -> None:
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
-    assert out.decode().splitlines() == ["['a2a-client'] ['iac_code_a2a_client', 'iac_code_a2a_client.plugin']", "True"]
+    assert out.decode().splitlines() == [
+        "['a2a-client'] ['iac_code_a2a_client', 'iac_code_a2a_client.default_router', 'iac_code_a2a_client.plugin']",
+        "True"]

@@ -269,7 +269,7 @@ def test_redis_streams_urls_become_a_redis_url_and_a_request_stream() -> None:
 
 
 def test_the_stdio_client_spawns_this_python_unless_told_otherwise() -> None:
-    from iac_code.builtin.stdio_transport import server_command
+    from iac_code_transport_stdio.plugin import server_command
 
     assert server_command({}) == [sys.executable, "-m", "iac_code.cli", "a2a", "--transport", "stdio"]
     assert server_command({"stdio_command": "iac-code a2a --config 'my file.yml'"}) == [

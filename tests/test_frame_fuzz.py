@@ -75,13 +75,19 @@ async def fuzz_server(transport: str, tmp: Path) -> AsyncIterator[tuple[Wire, li
             limit=16 * 1024 * 1024)
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         stderr: list[str] = []
+        listening = asyncio.Event()
 
         async def drain(stream: asyncio.StreamReader) -> None:
             while line := await stream.readline():
                 stderr.append(line.decode(errors="replace"))
+                if "server listening" in stderr[-1]:
+                    listening.set()
+            listening.set()  # exited: the first exchange reports it
 
         drainer = asyncio.create_task(drain(process.stderr))
         try:
+            # Start-up (imports, state directory) can outlast one answer's timeout on a loaded machine.
+            await asyncio.wait_for(listening.wait(), 60)
             yield NdjsonWire(process.stdout, process.stdin, CREDENTIALS), stderr
         finally:
             process.stdin.close()

@@ -331,11 +331,15 @@ def test_misspelled_hook_fails_loudly() -> None:
         Plugins.load().register(Misspelled(), "misspelled")
 
 
-def test_blocked_builtin_is_not_registered() -> None:
-    plugins = Plugins.load(blocked=["default-router", "runtime-offline"])
-    assert "default" not in plugins.routers() and "offline" not in plugins.agent_runtimes()
+def test_blocked_plugins_are_not_registered() -> None:
+    """A blocked built-in and blocked installed plugins: the default router comes with the a2a-client distribution."""
+    assert "default" in Plugins.load().routers()
+    plugins = Plugins.load(blocked=["text-parts", "a2a-client", "runtime-offline"])
+    assert all(p.plugin != "text-parts" for p in plugins.part_decoders().values())
+    assert "default" not in plugins.routers()
+    assert "offline" not in plugins.agent_runtimes()
     status = {i.name: i.status for i in plugins.infos()}
-    assert status["default-router"] == "blocked" and status["runtime-offline"] == "blocked"
+    assert status["text-parts"] == status["a2a-client"] == status["runtime-offline"] == "blocked"
 
 
 def test_without_the_offline_runtime_the_error_names_the_extra() -> None:

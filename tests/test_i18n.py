@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import gettext
+import importlib.util
 import logging
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from babel.messages.catalog import Catalog
@@ -16,6 +18,7 @@ from iac_code import messages as m
 from iac_code.i18n import SUPPORTED, Translator, build_translations, placeholders, translator
 
 LANGUAGES = [language for language in SUPPORTED if language != "en"]
+UPDATE_CATALOGS = Path(__file__).resolve().parent.parent / "tools" / "update_catalogs.py"
 
 
 def catalog(language: str) -> Catalog:
@@ -48,7 +51,7 @@ def test_every_message_is_translated(language: str) -> None:
                if (entry := entries.get(message)) is None or not entry.string.strip() or entry.fuzzy]
     assert not missing, f"{language}: untranslated or fuzzy: {missing}"
     stale = [entry.id for entry in list(entries)[1:] if entry.id not in m.ALL_MESSAGES]
-    assert not stale, f"{language}: ids no longer in messages.py (run locales/update_catalogs.py): {stale}"
+    assert not stale, f"{language}: ids no longer in messages.py (run tools/update_catalogs.py): {stale}"
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -71,9 +74,17 @@ def test_every_message_renders_with_its_values(language: str) -> None:
             assert shown in text, (language, message, text)
 
 
-def test_catalogs_are_up_to_date_with_messages(capsys: pytest.CaptureFixture[str]) -> None:
-    from iac_code.locales import update_catalogs
+def _update_catalogs() -> ModuleType:
+    """The developer tool ``tools/update_catalogs.py`` (not part of any distribution), imported by its path."""
+    spec = importlib.util.spec_from_file_location("update_catalogs", UPDATE_CATALOGS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+def test_catalogs_are_up_to_date_with_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    update_catalogs = _update_catalogs()
     assert update_catalogs.main(["--check"]) == 0, capsys.readouterr().out
     template = update_catalogs.TEMPLATE
     assert template.exists() and template.parent == Path(i18n.__file__).parent / "locales"

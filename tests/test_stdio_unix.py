@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from iac_code.errors import StartupError
+from iac_code.ndjson_client import NdjsonClient
 from iac_code.testing import RunningServer, make_kernel, send_message_body, start_server
-from iac_code.transport_clients import NdjsonClient
 from tests.runtimes import GatedRuntime, GatedRuntimePlugin
 
 IAC_CODE = str(Path(sys.executable).parent / "iac-code")

@@ -66,6 +66,7 @@ from iac_code.instrumentation import Activity, Instrumentation
 from iac_code.jsonio import message_to_json
 from iac_code.log_limits import RateLimitedLog
 from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
+from iac_code.ndjson_client import NdjsonClient
 from iac_code.push_jobs import (
     ClaimedJob,
     JobCodec,
@@ -139,7 +140,6 @@ from iac_code.task_store import (
     sort_key,
 )
 from iac_code.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
-from iac_code.transport_clients import NdjsonClient, WebSocketClient
 from iac_code.turns import ALREADY_WORKING
 from iac_code.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
 from iac_code.workspace import is_protected_file, is_within
@@ -254,7 +254,7 @@ def client_transports() -> dict[str, TransportSpec]:
 
 
 def routers() -> dict[str, RouterSpec]:
-    """The installed routers by name (the built-in ``default`` among them), for a client that picks a remote agent."""
+    """The installed routers by name (``iac-code-a2a-client`` brings ``default``), for a client that picks a remote agent."""
     from iac_code.plugins import Plugins
 
     return {key: p.record for key, p in Plugins.load().routers().items()}
@@ -356,7 +356,6 @@ __all__ = [
     "TurnFailed",
     "TurnRequest",
     "Usage",
-    "WebSocketClient",
     "api_version_problem",
     "atomic_write",
     "client_transports",

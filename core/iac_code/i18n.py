@@ -4,8 +4,8 @@ The English source texts live in :mod:`iac_code.messages` (gettext msgids with
 ``{name}`` placeholders). Each other language has a gettext catalog,
 ``locales/<lang>/LC_MESSAGES/iac_code.po``, read with Babel and compiled in
 memory the first time that language is used (then cached for the process).
-Only ``.po`` files ship; ``locales/update_catalogs.py`` regenerates the template
-and merges new ids into the catalogs.
+Only ``.po`` files ship; the repository's developer tool ``tools/update_catalogs.py``
+regenerates the template and merges new ids into the catalogs.
 
 There is no global locale: a turn asks :func:`translator` for its language and
 passes the :class:`Translator` (or its language) along, so concurrent turns in

@@ -54,6 +54,7 @@ T = TypeVar("T")
 # Which root extra brings which first-party plugin, for install hints.
 EXTRA_FOR_PLUGIN: dict[str, str] = {
     "http": "a2a",
+    "stdio": "a2a",
     "push": "a2a",
     "push-file": "a2a",
     "grpc": "a2a-grpc",

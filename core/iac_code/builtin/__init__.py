@@ -10,6 +10,4 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.multimodal_parts",
     "iac_code.builtin.jwks",
     "iac_code.builtin.hmac_signer",
-    "iac_code.builtin.stdio_transport",
-    "iac_code.builtin.default_router",
 )

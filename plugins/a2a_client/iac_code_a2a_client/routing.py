@@ -1,8 +1,8 @@
 """Routes for ``iac-code a2a-client``: the spec syntax, the config form, snapshots, selection.
 
 A route names a remote agent: ``name=url;skills=a,b;tags=x,y``. Which route a call uses is
-decided by a router plugin (``iac_code_routers``; the built-in ``default`` router scores
-name, skill and prompt matches).
+decided by a router plugin (``iac_code_routers``; this distribution's ``default`` router,
+:mod:`iac_code_a2a_client.default_router`, scores name, skill and prompt matches).
 """
 
 from __future__ import annotations

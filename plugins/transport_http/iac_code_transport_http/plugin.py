@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from iac_code.api import NdjsonClient, TransportSpec, WebSocketClient, hookimpl, without_effect
+from iac_code.api import NdjsonClient, TransportSpec, hookimpl, without_effect
 
 if TYPE_CHECKING:
     from iac_code.api import ClientTarget, PluginContext, TransportServer
+    from iac_code_transport_http.websocket_client import WebSocketClient
 
 IAC_CODE_API_VERSION = "1.0"
 
@@ -68,6 +69,8 @@ def create_unix_transport(kernel: PluginContext) -> TransportServer:
 
 async def connect_websocket(target: ClientTarget) -> WebSocketClient:
     """The client side of ``websocket``: the handshake to ``ws://`` / ``wss://`` carries ``target.headers``."""
+    from iac_code_transport_http.websocket_client import WebSocketClient
+
     return await WebSocketClient.connect(target.url, headers=dict(target.headers))
 
 

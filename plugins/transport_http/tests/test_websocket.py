@@ -12,9 +12,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.api import TOO_LARGE, WebSocketClient
+from iac_code.api import TOO_LARGE
 from iac_code.testing import RunningServer, permission_envelope, send_message_body, start_server
 from iac_code_transport_http.websocket import WebSocketTransport
+from iac_code_transport_http.websocket_client import WebSocketClient
 
 VPC_PROMPT = "Create a VPC with two vSwitches."
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"

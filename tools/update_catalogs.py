@@ -1,10 +1,13 @@
 """Regenerate ``iac_code.pot`` from :mod:`iac_code.messages` and merge it into every ``.po`` catalog.
 
+A developer tool, not part of any distribution: it rewrites the catalogs in
+``core/iac_code/locales/`` of this repository.
+
 Workflow for a new or changed user-visible text:
 
 1. Add or edit an ``N_("...")`` constant in ``core/iac_code/messages.py``
    (English text, ``{name}`` placeholders; it is picked up by ``ALL_MESSAGES``).
-2. Run ``uv run python core/iac_code/locales/update_catalogs.py``. It rewrites
+2. Run ``uv run python tools/update_catalogs.py``. It rewrites
    ``locales/iac_code.pot`` and merges it into each
    ``locales/<lang>/LC_MESSAGES/iac_code.po`` with Babel's ``Catalog.update``:
    new ids get an empty ``msgstr`` (untranslated); an id whose English text
@@ -37,9 +40,9 @@ from babel.messages.pofile import read_po, write_po
 from iac_code import messages
 from iac_code.i18n import DEFAULT_LANGUAGE, DOMAIN, SUPPORTED, placeholders
 
-LOCALES = Path(__file__).resolve().parent
+LOCALES = Path(__file__).resolve().parent.parent / "core" / "iac_code" / "locales"
 TEMPLATE = LOCALES / f"{DOMAIN}.pot"
-HEADER = "# Messages of the iac-code A2A server.\n# Generated from core/iac_code/messages.py by locales/update_catalogs.py."
+HEADER = "# Messages of the iac-code A2A server.\n# Generated from core/iac_code/messages.py by tools/update_catalogs.py."
 PROJECT = "iac-code"
 
 

@@ -1,10 +1,9 @@
-"""The built-in ``stdio`` transport: NDJSON JSON-RPC frames on stdin/stdout (transports.md §3).
+"""The server side of ``stdio``: one NDJSON session on the process's stdin/stdout (transports.md §3).
 
-stdout carries frames only: logs go to stderr (``cli.setup_logging``),
-``--log-to-stdout`` is refused, and while the transport runs ``sys.stdout`` is
-pointed at stderr so a stray ``print()`` cannot corrupt the frame stream (the
-frames are written to a duplicate of file descriptor 1). When stdin reaches EOF
-the in-flight requests finish (``shutdown-grace-seconds``) and the server stops.
+stdout carries frames only: logs go to stderr, ``--log-to-stdout`` is refused, and while the
+transport runs ``sys.stdout`` is pointed at stderr so a stray ``print()`` cannot corrupt the
+frame stream (the frames are written to a duplicate of file descriptor 1). When stdin reaches
+EOF the in-flight requests finish (``shutdown-grace-seconds``) and the server stops.
 """
 
 from __future__ import annotations
@@ -13,31 +12,21 @@ import asyncio
 import contextlib
 import logging
 import os
-import shlex
 import stat
 import sys
 import threading
-from collections.abc import Mapping
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import ClientTarget, InterfaceInfo, TransportSpec
-
-if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
-    from iac_code.ndjson import NdjsonSession
-    from iac_code.transport_clients import NdjsonClient
+from iac_code.api import InterfaceInfo, NdjsonSession, PluginContext, StartupError, grace_seconds, reader_limit
 
 logger = logging.getLogger(__name__)
 
 LOG_TO_STDOUT_ERROR = "--log-to-stdout cannot be used with --transport stdio because stdout carries A2A frames."
 INTERFACE = InterfaceInfo(url="stdio://iac-code", protocol_binding="stdio")
-DEFAULT_COMMAND = (sys.executable, "-m", "iac_code.cli", "a2a", "--transport", "stdio")
 
 
 class _ThreadFileWriter:
-    """A :class:`~iac_code.ndjson.LineWriter` for a stdout that is not a pipe (a regular file): writes in a thread."""
+    """A line writer (``write``/``drain``/``is_closing``/``close``) for a stdout that is not a pipe: writes in a thread."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -90,10 +79,10 @@ def _feed_from_thread(fd: int, reader: asyncio.StreamReader, loop: asyncio.Abstr
 class StdioTransport:
     """Serves one NDJSON session on the process's stdin/stdout."""
 
-    def __init__(self, kernel: Kernel) -> None:
-        if kernel.config.log_to_stdout:
+    def __init__(self, context: PluginContext) -> None:
+        if context.config.log_to_stdout:
             raise StartupError(LOG_TO_STDOUT_ERROR)
-        self.kernel = kernel
+        self.context = context
         self._session: NdjsonSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._saved_stdout: IO[str] | None = None
@@ -102,10 +91,8 @@ class StdioTransport:
 
     async def start(self) -> list[InterfaceInfo]:
         """Connect stdin/stdout to an NDJSON session."""
-        from iac_code.ndjson import NdjsonSession, reader_limit  # the server's framing, not needed to register
-
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=reader_limit(self.kernel))
+        reader = asyncio.StreamReader(limit=reader_limit(self.context))
         stdin_file = os.fdopen(os.dup(sys.stdin.fileno()), "rb", 0)
         stdout_file = os.fdopen(os.dup(sys.stdout.fileno()), "wb", 0)
         self._files = [stdin_file, stdout_file]  # kept referenced: collecting them would close the descriptors
@@ -123,7 +110,7 @@ class StdioTransport:
             writer = _ThreadFileWriter(stdout_file.fileno())
         sys.stdout.flush()
         self._saved_stdout, sys.stdout = sys.stdout, sys.stderr
-        self._session = NdjsonSession(self.kernel, reader, writer, "stdio")
+        self._session = NdjsonSession(self.context, reader, writer, "stdio")
         self._task = loop.create_task(self._serve(self._session))
         return [INTERFACE]
 
@@ -133,21 +120,16 @@ class StdioTransport:
         finally:
             if not self._stopping:
                 logger.info("stdin closed: stopping the server")
-                self._request_stop()
-
-    def _request_stop(self) -> None:
-        self.kernel.request_stop()
+                self.context.request_stop()
 
     async def stop(self) -> None:
         """End the session (in-flight requests get their grace period) and give stdout back."""
-        from iac_code.ndjson import grace_seconds
-
         self._stopping = True
         if self._session is not None:
             self._session.end_reading()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._task), grace_seconds(self.kernel) + 1)
+                await asyncio.wait_for(asyncio.shield(self._task), grace_seconds(self.context) + 1)
             if not self._task.done():
                 self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -159,41 +141,3 @@ class StdioTransport:
         for file in files:
             with contextlib.suppress(OSError):
                 file.close()
-
-
-def create_transport(kernel: Kernel) -> StdioTransport:
-    """The stdio transport for ``kernel``."""
-    return StdioTransport(kernel)
-
-
-def server_command(options: Mapping[str, Any]) -> list[str]:
-    """The argv of the server a client spawns: ``stdio_command`` (a shell-like string or a list), else this Python's."""
-    command = options.get("stdio_command")
-    if isinstance(command, str) and command.strip():
-        return shlex.split(command)
-    if isinstance(command, list | tuple) and command:
-        return [str(arg) for arg in command]
-    return list(DEFAULT_COMMAND)
-
-
-async def connect(target: ClientTarget) -> NdjsonClient:
-    """The client side: spawn a stdio server (it inherits our environment and working directory) and talk NDJSON.
-
-    The interface URL (``stdio://iac-code``) names no address: every client gets its own server process,
-    which stops when the client closes its stdin.
-    """
-    from iac_code.transport_clients import NdjsonClient
-
-    return await NdjsonClient.spawn(server_command(target.options))
-
-
-@hookimpl
-def iac_code_transports() -> list[TransportSpec]:
-    return [TransportSpec(name="stdio", create=create_transport, connect=connect, url_schemes=("stdio",),
-                          description="Newline-delimited JSON-RPC on stdin/stdout (concurrent requests).")]
-
-
-@hookimpl
-def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
-    """stdout carries the frames of ``stdio``: ``log-to-stdout`` cannot be used with it."""
-    return [LOG_TO_STDOUT_ERROR] if "stdio" in transports and config.log_to_stdout else []

@@ -21,8 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from iac_code.hookspecs import hookimpl
-from iac_code.records import Route, RouteCandidate, RouteQuery, RouterSpec
+from iac_code.api import Route, RouteCandidate, RouteQuery, RouterSpec
 
 _WORD = re.compile(r"[0-9a-z_+\-]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -106,7 +105,6 @@ def rank(routes: Sequence[Route], query: RouteQuery) -> list[RouteCandidate]:
     return candidates
 
 
-@hookimpl
-def iac_code_routers() -> list[RouterSpec]:
-    return [RouterSpec(name="default", rank=rank,
-                       description="Explicit name, then skill, then prompt words scored against names, tags and skills.")]
+
+DEFAULT_ROUTER = RouterSpec(name="default", rank=rank,
+                            description="Explicit name, then skill, then prompt words scored against names, tags and skills.")
