@@ -24,17 +24,14 @@ before the next major one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any
 
 from iac_code import compat03, jsonio, messages, tracing
 from iac_code.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
-from iac_code.artifacts import StoredArtifact
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.background import spawn
-from iac_code.card import CardDocument
 from iac_code.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
@@ -79,6 +76,8 @@ from iac_code.push_jobs import (
 )
 from iac_code.records import (
     AgentRuntimeSpec,
+    ArtifactFiles,
+    CardDocument,
     CardSignerSpec,
     CliCommandSpec,
     ClientTarget,
@@ -90,6 +89,7 @@ from iac_code.records import (
     JsonRpcChannel,
     PartDecodeError,
     PartDecoderSpec,
+    PluginContext,
     PushContext,
     PushQueueSpec,
     PushService,
@@ -100,6 +100,7 @@ from iac_code.records import (
     RouterSpec,
     SigningKeySet,
     StateBackendSpec,
+    StoredArtifact,
     ToolSpec,
     TransportServer,
     TransportSpec,
@@ -143,100 +144,6 @@ from iac_code.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome,
 from iac_code.turns import ALREADY_WORKING
 from iac_code.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
 from iac_code.workspace import is_protected_file, is_within
-
-
-@runtime_checkable
-class ArtifactFiles(Protocol):
-    """The artifact store as the transport serving artifacts over HTTP sees it."""
-
-    base_url: str
-    """Where artifact URLs point (``<base_url>iac-code/artifacts/<id>/<name>``); the HTTP transport sets it
-    once bound, and without one artifacts get local ``iac-code-artifact://`` URIs."""
-
-    async def find(self, artifact_id: str, name: str) -> tuple[StoredArtifact, bytes] | None:
-        """The stored artifact ``artifact_id`` named ``name`` and its content, or ``None``."""
-        ...
-
-
-@runtime_checkable
-class PluginContext(Protocol):
-    """What a plugin's factories and hooks receive from the running server.
-
-    A narrow view of the kernel: the settings (the plugin's own keys among them), the
-    state directory, the authenticator, the dispatcher and request handler a transport
-    hands calls to, the read side of the task store, the instrumentation, what the server
-    holds right now (for gauges), the card's signing keys and served document, the artifacts a
-    transport serves, the interfaces the transports bound, the tools and HTTP routes plugins
-    provide, and the server's lifecycle.
-    Anything not here is private to the kernel.
-    """
-
-    config: Any
-    """The effective settings; a plugin's own keys are attributes named like its config model's fields."""
-
-    state_dir: Path
-    """The server's persistence directory (owner-only; the server holds its lock)."""
-
-    authenticator: Any
-    """``authenticate(headers) -> Principal | None``: the configured authentication schemes."""
-
-    dispatcher: Any
-    """The one JSON-RPC dispatcher (``None`` until the server has started its transports)."""
-
-    request_handler: Any
-    """The A2A request handler behind every binding (``None`` until start-up completes)."""
-
-    task_store: Any
-    """The task store: ``await get(task_id)`` and the list/page API for features that read tasks."""
-
-    instrumentation: Instrumentation | None
-    """What observes the server (metrics and tracing plugins), ``None`` when nothing does: a
-    feature calls it at its own measuring points (e.g. ``push_attempt``)."""
-
-    signing_keys: SigningKeySet | None
-    """The Agent Card's signing keys when a JWS signer is configured."""
-
-    readiness: str
-    """``starting``, ``ready`` or ``stopping``."""
-
-    transport_names: tuple[str, ...]
-    """The configured transports' canonical names (aliases resolved), in configuration order."""
-
-    interfaces: Sequence[InterfaceInfo]
-    """The interfaces the transports bound, as the Agent Card lists them (empty until they have started)."""
-
-    artifacts: ArtifactFiles
-    """The stored artifacts, for the transport that serves them."""
-
-    @property
-    def card_document(self) -> CardDocument:
-        """The public Agent Card as served: its JSON body and cache validators (``ETag``, ``Last-Modified``)."""
-        ...
-
-    def tools(self) -> Mapping[str, ToolSpec]:
-        """Every tool plugins provide, keyed by normalised name (``read-file``): what an agent runtime offers its model."""
-        ...
-
-    def http_routes(self) -> list[HttpRouteSpec]:
-        """Every extra HTTP route plugins provide (``iac_code_http_routes``), for the HTTP transport to mount."""
-        ...
-
-    def public_jwks(self) -> dict[str, Any]:
-        """The public JWK set served at ``/.well-known/jwks.json``."""
-        ...
-
-    def request_stop(self) -> None:
-        """Ask the running server to stop (as SIGTERM would)."""
-        ...
-
-    def activity(self) -> Activity:
-        """What the server holds right now: running turns, permission waits, contexts, connections."""
-        ...
-
-    async def push_queue_depth(self) -> dict[str, int] | None:
-        """The push queue's job counts by state, ``None`` without push notifications."""
-        ...
-
 
 ContextFactory = Callable[[PluginContext], Any]
 """The shape of every ``create(context)`` factory in a component record."""

@@ -17,37 +17,16 @@ import hashlib
 import json
 import re
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from iac_code.storage import atomic_write, private_dir
+from iac_code.records import StoredArtifact
+from iac_code.storage import atomic_write, private_dir, safe_file_name
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _ARTIFACT_ID = re.compile(r"^[0-9a-f]{32}$")
 INDEX_DIR = ".by-id"
 ROUTE_PREFIX = "iac-code/artifacts/"
 LOCAL_SCHEME = "iac-code-artifact://"
-
-
-def safe_file_name(name: str, fallback: str = "artifact.txt") -> str:
-    """A bare, portable file name: path parts dropped, odd characters replaced."""
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    cleaned = _UNSAFE.sub("-", base).strip(".-")[:120]
-    return cleaned or fallback
-
-
-@dataclass(frozen=True)
-class StoredArtifact:
-    """One stored artifact: where clients fetch it (``uri``) and what they get."""
-
-    artifact_id: str
-    task_id: str
-    uri: str
-    name: str
-    media_type: str
-    byte_size: int
-    sha256: str
 
 
 class ArtifactStore:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
 
@@ -35,7 +34,7 @@ from google.protobuf.json_format import MessageToDict
 from iac_code import __version__
 from iac_code.config import ServerConfig
 from iac_code.media_types import MULTIMODAL_MIME_ENV, TEXT_MIME_ENV, env_media_types
-from iac_code.records import InterfaceInfo
+from iac_code.records import CardDocument, InterfaceInfo
 
 ARTIFACT_METADATA_EXTENSION = "urn:iac-code:a2a:artifact-metadata:v1"
 THINKING_EXPOSURE_EXTENSION = "urn:iac-code:a2a:thinking-exposure:v1"
@@ -199,15 +198,6 @@ def build_extended_card(public: AgentCard, config: ServerConfig) -> AgentCard:
     if config.agent_card.skills is None:
         extended.skills.append(_skill(RUNTIME_DETAILS_SKILL, list(public.default_input_modes)))
     return extended
-
-
-@dataclass(frozen=True)
-class CardDocument:
-    """The serialised card and its HTTP cache validators."""
-
-    body: bytes
-    etag: str
-    last_modified: str
 
 
 CardSigner = Callable[[AgentCard], AgentCard]

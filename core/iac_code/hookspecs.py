@@ -20,13 +20,13 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from iac_code.instrumentation import Instrumentation
-    from iac_code.kernel import Kernel
     from iac_code.records import (
         AgentRuntimeSpec,
         CardSignerSpec,
         CliCommandSpec,
         HttpRouteSpec,
         PartDecoderSpec,
+        PluginContext,
         PushQueueSpec,
         PushServiceSpec,
         RouterSpec,
@@ -189,7 +189,7 @@ def iac_code_tools() -> list[ToolSpec]:
 
 
 @hookspec
-def iac_code_http_routes(kernel: Kernel) -> list[HttpRouteSpec]:
+def iac_code_http_routes(kernel: PluginContext) -> list[HttpRouteSpec]:
     """Add routes to the HTTP transport's aiohttp application.
 
     Called once by the HTTP transport while it builds its application.

@@ -14,8 +14,7 @@ from a2a.types.a2a_pb2 import Message, Part
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.plugins import Provided
-from iac_code.records import DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.records import DecodedPart, InputPart, PartDecodeError, PartDecoderSpec, Provided
 from iac_code.workspace import TaskDecodeContext, allowed_roots
 
 # A part without a media type is text/plain (A2A input spec), except a data part, whose

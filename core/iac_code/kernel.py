@@ -20,7 +20,7 @@ from a2a.server.agent_execution import AgentExecutor
 from iac_code.artifacts import ArtifactStore
 from iac_code.auth import Authenticator
 from iac_code.background import spawn
-from iac_code.card import CardDocument, CardService
+from iac_code.card import CardService
 from iac_code.cluster import NodeLink, StateBackend
 from iac_code.config import ServerConfig
 from iac_code.contexts import ContextRegistry
@@ -32,6 +32,7 @@ from iac_code.instrumentation import Activity
 from iac_code.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.plugins import KNOWN_RUNTIMES, KNOWN_TASK_STORES, Plugins, not_available
 from iac_code.records import (
+    CardDocument,
     HttpRouteSpec,
     InterfaceInfo,
     PushContext,

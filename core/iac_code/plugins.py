@@ -2,7 +2,7 @@
 
 The kernel never spells ``pm.hook.<name>``: it asks :class:`Plugins` for
 transports, decoders, runtimes and so on. Built-in features are registered
-from :data:`iac_code.builtin.BUILTIN_PLUGINS` through the same manager as
+from :data:`BUILTIN_PLUGINS` through the same manager as
 installed plugins; every entry point is loaded in its own ``try`` so a broken
 install is reported by name and the rest keep working. An installed plugin that
 declares a plugin API version (``IAC_CODE_API_VERSION``) this kernel does not
@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
@@ -33,6 +33,7 @@ from iac_code.records import (
     CliCommandSpec,
     HttpRouteSpec,
     PartDecoderSpec,
+    Provided,
     PushQueueSpec,
     PushServiceSpec,
     RouterSpec,
@@ -45,7 +46,7 @@ from iac_code.records import (
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from iac_code.kernel import Kernel
+    from iac_code.records import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -147,13 +148,16 @@ class PluginInfo:
         }
 
 
-@dataclass(frozen=True)
-class Provided(Generic[T]):
-    """A component record together with the plugin that provided it."""
-
-    record: T
-    plugin: str
-    distribution: str
+# The kernel's own plugins (``iac_code.builtin``), registered by module name like an entry point.
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "iac_code.builtin.text_parts",
+    "iac_code.builtin.data_parts",
+    "iac_code.builtin.raw_parts",
+    "iac_code.builtin.file_url_parts",
+    "iac_code.builtin.multimodal_parts",
+    "iac_code.builtin.jwks",
+    "iac_code.builtin.hmac_signer",
+)
 
 
 _UNDECLARED = object()
@@ -196,8 +200,6 @@ class Plugins:
 
         ``blocked`` names plugins to skip (shown as ``blocked``).
         """
-        from iac_code.builtin import BUILTIN_PLUGINS
-
         plugins = cls()
         blocked_names = {normalise_name(b) for b in blocked if b.strip()}
         for module_name in BUILTIN_PLUGINS:
@@ -379,7 +381,7 @@ class Plugins:
                 table[key] = p
         return table
 
-    def http_routes(self, kernel: Kernel) -> list[Provided[HttpRouteSpec]]:
+    def http_routes(self, kernel: PluginContext) -> list[Provided[HttpRouteSpec]]:
         return self._collect("iac_code_http_routes", HttpRouteSpec, kernel=kernel)
 
     def instrumentation(self, config: Any) -> Instrumentation | None:

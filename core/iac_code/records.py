@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from a2a.server.tasks import PushNotificationConfigStore, PushNotificationSender
     from aiohttp import web
 
     from iac_code.cluster import StateBackend
-    from iac_code.kernel import Kernel
+    from iac_code.instrumentation import Activity, Instrumentation
     from iac_code.push_jobs import PushConfigRecords, PushQueue, QueueContext
     from iac_code.runtime import AgentRuntime
 
@@ -26,6 +26,19 @@ if TYPE_CHECKING:
 def normalise_name(name: str) -> str:
     """Component names compare trimmed, lower-case, with ``_`` spelled ``-``."""
     return name.strip().lower().replace("_", "-")
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Provided(Generic[T]):
+    """A component record together with the plugin that provided it."""
+
+    record: T
+    plugin: str
+    distribution: str
+
 
 
 # --------------------------------------------------------------------------- transports
@@ -99,7 +112,7 @@ class TransportSpec:
     """
 
     name: str
-    create: Callable[[Kernel], TransportServer]
+    create: Callable[[PluginContext], TransportServer]
     aliases: tuple[str, ...] = ()
     description: str = ""
     connect: Callable[[ClientTarget], Awaitable[JsonRpcChannel]] | None = None
@@ -118,7 +131,7 @@ class StateBackendSpec:
     """
 
     name: str
-    create: Callable[[Kernel], StateBackend]
+    create: Callable[[PluginContext], StateBackend]
     description: str = ""
     push_configs: Callable[[Any], PushConfigRecords] | None = None
 
@@ -254,7 +267,7 @@ class CardSignerSpec:
     """
 
     name: str
-    create_signer: Callable[[Kernel], Callable[[Any], Any] | None] | None = None
+    create_signer: Callable[[PluginContext], Callable[[Any], Any] | None] | None = None
     create_key_set: Callable[[Any, Path], SigningKeySet] | None = None
     description: str = ""
 
@@ -372,8 +385,8 @@ class AgentRuntimeSpec:
     """
 
     name: str
-    create_runtime: Callable[[Kernel], AgentRuntime] | None = None
-    create_executor: Callable[[Kernel], Any] | None = None
+    create_runtime: Callable[[PluginContext], AgentRuntime] | None = None
+    create_executor: Callable[[PluginContext], Any] | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -392,7 +405,7 @@ class ToolSpec:
     """
 
     name: str
-    create: Callable[[Kernel], Any]
+    create: Callable[[PluginContext], Any]
     description: str = ""
     parameters: Mapping[str, Any] | None = None
 
@@ -432,3 +445,121 @@ class CliCommandSpec:
     load: Callable[[], Any]
     parent: str = ""
     help: str = ""
+
+
+# --------------------------------------------------------------------------- what plugins receive
+
+
+@dataclass(frozen=True)
+class CardDocument:
+    """The serialised card and its HTTP cache validators."""
+
+    body: bytes
+    etag: str
+    last_modified: str
+
+
+@dataclass(frozen=True)
+class StoredArtifact:
+    """One stored artifact: where clients fetch it (``uri``) and what they get."""
+
+    artifact_id: str
+    task_id: str
+    uri: str
+    name: str
+    media_type: str
+    byte_size: int
+    sha256: str
+
+
+@runtime_checkable
+class ArtifactFiles(Protocol):
+    """The artifact store as the transport serving artifacts over HTTP sees it."""
+
+    base_url: str
+    """Where artifact URLs point (``<base_url>iac-code/artifacts/<id>/<name>``); the HTTP transport sets it
+    once bound, and without one artifacts get local ``iac-code-artifact://`` URIs."""
+
+    async def find(self, artifact_id: str, name: str) -> tuple[StoredArtifact, bytes] | None:
+        """The stored artifact ``artifact_id`` named ``name`` and its content, or ``None``."""
+        ...
+
+
+@runtime_checkable
+class PluginContext(Protocol):
+    """What a plugin's factories and hooks receive from the running server.
+
+    A narrow view of the kernel: the settings (the plugin's own keys among them), the
+    state directory, the authenticator, the dispatcher and request handler a transport
+    hands calls to, the read side of the task store, the instrumentation, what the server
+    holds right now (for gauges), the card's signing keys and served document, the artifacts a
+    transport serves, the interfaces the transports bound, the tools and HTTP routes plugins
+    provide, and the server's lifecycle.
+    Anything not here is private to the kernel.
+    """
+
+    config: Any
+    """The effective settings; a plugin's own keys are attributes named like its config model's fields."""
+
+    state_dir: Path
+    """The server's persistence directory (owner-only; the server holds its lock)."""
+
+    authenticator: Any
+    """``authenticate(headers) -> Principal | None``: the configured authentication schemes."""
+
+    dispatcher: Any
+    """The one JSON-RPC dispatcher (``None`` until the server has started its transports)."""
+
+    request_handler: Any
+    """The A2A request handler behind every binding (``None`` until start-up completes)."""
+
+    task_store: Any
+    """The task store: ``await get(task_id)`` and the list/page API for features that read tasks."""
+
+    instrumentation: Instrumentation | None
+    """What observes the server (metrics and tracing plugins), ``None`` when nothing does: a
+    feature calls it at its own measuring points (e.g. ``push_attempt``)."""
+
+    signing_keys: SigningKeySet | None
+    """The Agent Card's signing keys when a JWS signer is configured."""
+
+    readiness: str
+    """``starting``, ``ready`` or ``stopping``."""
+
+    transport_names: tuple[str, ...]
+    """The configured transports' canonical names (aliases resolved), in configuration order."""
+
+    interfaces: Sequence[InterfaceInfo]
+    """The interfaces the transports bound, as the Agent Card lists them (empty until they have started)."""
+
+    artifacts: ArtifactFiles
+    """The stored artifacts, for the transport that serves them."""
+
+    @property
+    def card_document(self) -> CardDocument:
+        """The public Agent Card as served: its JSON body and cache validators (``ETag``, ``Last-Modified``)."""
+        ...
+
+    def tools(self) -> Mapping[str, ToolSpec]:
+        """Every tool plugins provide, keyed by normalised name (``read-file``): what an agent runtime offers its model."""
+        ...
+
+    def http_routes(self) -> list[HttpRouteSpec]:
+        """Every extra HTTP route plugins provide (``iac_code_http_routes``), for the HTTP transport to mount."""
+        ...
+
+    def public_jwks(self) -> dict[str, Any]:
+        """The public JWK set served at ``/.well-known/jwks.json``."""
+        ...
+
+    def request_stop(self) -> None:
+        """Ask the running server to stop (as SIGTERM would)."""
+        ...
+
+    def activity(self) -> Activity:
+        """What the server holds right now: running turns, permission waits, contexts, connections."""
+        ...
+
+    async def push_queue_depth(self) -> dict[str, int] | None:
+        """The push queue's job counts by state, ``None`` without push notifications."""
+        ...

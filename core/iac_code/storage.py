@@ -410,3 +410,13 @@ def _write_batch(batch: dict[tuple[JsonDirectory, str], Producer]) -> None:
     for path in touched:
         if path in synced:
             fsync_dir(path)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_file_name(name: str, fallback: str = "artifact.txt") -> str:
+    """A bare, portable file name: path parts dropped, odd characters replaced."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    cleaned = _UNSAFE.sub("-", base).strip(".-")[:120]
+    return cleaned or fallback

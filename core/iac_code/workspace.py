@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iac_code.artifacts import safe_file_name
-from iac_code.config import ServerConfig, default_config_dir
 from iac_code import messages as m
+from iac_code.config import ServerConfig, default_config_dir
 from iac_code.messages import INVALID_WORKSPACE  # the catalog id doubles as the English text
 from iac_code.records import DecodeContext
+from iac_code.storage import safe_file_name
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from iac_code.hookspecs import hookimpl
 from iac_code.records import CardSignerSpec
 
 if TYPE_CHECKING:
-    from iac_code.kernel import Kernel
+    from iac_code.records import PluginContext
 
 DEFAULT_KID = "default"
 MISSING_SECRET = "card-signer: hmac needs signing-secret (or signing-secrets)."
@@ -38,7 +38,7 @@ def hmac_secret(config: Any) -> tuple[str, str]:
     return kid, secrets[kid]
 
 
-def create_signer(kernel: Kernel) -> Callable[[Any], Any] | None:
+def create_signer(kernel: PluginContext) -> Callable[[Any], Any] | None:
     if kernel.config.effective_card_signer != "hmac":
         return None
     from a2a.utils.signing import create_agent_card_signer

@@ -17,7 +17,7 @@ from iac_code.records import HttpRouteSpec
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from iac_code.kernel import Kernel
+    from iac_code.records import PluginContext
 
 JWKS_PATH = "/.well-known/jwks.json"
 # Short enough that a rotated key is fetched well within a retired key's grace period.
@@ -25,7 +25,7 @@ MAX_AGE = 300
 
 
 @hookimpl
-def iac_code_http_routes(kernel: Kernel | None) -> list[HttpRouteSpec]:
+def iac_code_http_routes(kernel: PluginContext | None) -> list[HttpRouteSpec]:
     push = getattr(kernel, "push", None)
     if kernel is None or not ((push is not None and push.signs) or kernel.signing_keys is not None):
         return []
