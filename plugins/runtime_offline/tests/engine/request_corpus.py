@@ -189,7 +189,11 @@ def score(case: dict[str, Any]) -> Outcome:
     started = time.perf_counter()
     previous = None
     if "context" in case:
-        first = generate(case["context"])
+        try:
+            first = generate(case["context"])
+        except Exception as error:
+            problems.append(f"context: crash: {type(error).__name__}: {error}")
+            return outcome
         if choose_skill(turn(case["context"], None)) != "iac_generation" or not first.resources:  # type: ignore[arg-type]
             problems.append("context: not generated")
             return outcome
@@ -203,7 +207,11 @@ def score(case: dict[str, Any]) -> Outcome:
     if intent != "generate":
         outcome.seconds = time.perf_counter() - started
         return outcome
-    result = generate(case["prompt"], previous)
+    try:
+        result = generate(case["prompt"], previous)
+    except Exception as error:  # a crash is a failed case, not the end of the evaluation
+        problems.append(f"crash: {type(error).__name__}: {error}")
+        return outcome
     outcome.seconds = time.perf_counter() - started
     if result.format != case["format"]:
         problems.append(f"format: {result.format} instead of {case['format']}")
