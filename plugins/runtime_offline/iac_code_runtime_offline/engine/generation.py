@@ -18,23 +18,17 @@ from typing import Any
 import yaml
 
 from iac_code_runtime_offline.engine.catalog import RESOURCE_TYPES, ROS_TEMPLATE_VERSION
-from iac_code_runtime_offline.engine.request_parsing import (
-    _BLOCK_PATTERNS,
-    _RDS_DEFAULTS,
-    ANYWHERE,
-    DEFAULT_IMAGE,
-    _has,
-    _mentions,
-    _unmapped,
-    normalize,
-    parse_request,
-)
+from iac_code_runtime_offline.engine.intent import wants_generation
+from iac_code_runtime_offline.engine.request_parsing import ANYWHERE, DEFAULT_IMAGE, RDS_DEFAULTS, parse_request
 from iac_code_runtime_offline.engine.terraform_render import listener_ports, render_terraform
 
 MAX_VSWITCHES = 16
 MAX_INSTANCES = 20
+MAX_EIPS = 20
 DEFAULT_VPC_CIDR = "192.168.0.0/16"
 FORMATS = {"ros-yaml": "template.ros.yaml", "ros-json": "template.ros.json", "terraform": "main.tf"}
+__all__ = ["GenerationResult", "apply_delta", "building_blocks", "describe", "empty_spec", "generate", "parse_request",
+           "ram_documents", "render", "render_ros", "resolve", "split_domain", "wants_generation"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +123,10 @@ def _apply_ecs(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> Non
         return
     defaults = {"count": 1, "instance_type": "ecs.g7.large", "image": DEFAULT_IMAGE, "system_disk": 40, "data_disk": None}
     ecs = _merge(spec["ecs"], settings, defaults)
+    if delta["names"].get("ecs"):
+        ecs["name"] = delta["names"]["ecs"]
+    if ecs["image"].startswith("win") and ecs["system_disk"] < 40:
+        ecs["system_disk"] = 40  # Windows images need 40 GB
     if "count" in settings:
         count, relative = settings["count"]
         ecs["count"] = ecs["count"] + count if relative and spec["ecs"] else count
@@ -144,11 +142,13 @@ def _apply_rds(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> Non
         return
     current = spec["rds"]
     engine = settings.get("engine") or (current or {}).get("engine") or "MySQL"
-    version, db_class = _RDS_DEFAULTS[engine]
+    version, db_class = RDS_DEFAULTS[engine]
     if current and current["engine"] != engine:
         current = None  # a new engine invalidates the old version and class
     rds = _merge(current, settings, {"engine": engine, "version": version, "class": db_class, "storage": 50,
                                      "account": None, "whitelist": None, "ha": False})
+    if delta["names"].get("rds"):
+        rds["name"] = delta["names"]["rds"]
     spec["rds"] = rds
 
 
@@ -163,13 +163,15 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
+        if block == "nat" and spec["eip"] and spec["eip"].get("with_nat") and "eip" not in add:
+            spec["eip"] = None  # the NAT gateway's own EIPs go with it
         if block == "vswitch" and "vswitch_count" not in delta:
             spec["vswitches"] = spec["vswitches"][:-1]
     _apply_ecs(spec, delta, "ecs" in add)
     _apply_rds(spec, delta, "rds" in add)
     if "redis" in add or (spec["redis"] and delta["redis"]):
         spec["redis"] = _merge(spec["redis"], delta["redis"], {"version": "5.0", "class": "redis.master.small.default"})
-    if "oss" in add:
+    if "oss" in add or (spec["oss"] and delta["oss"]):
         spec["oss"] = _merge(spec["oss"], delta["oss"], {"name": None, "encryption": "AES256", "acl": "private",
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
@@ -215,8 +217,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                              {"project": None, "logstore": "app-logs", "ttl": 30, "shards": 2})
     if "nat" in add:
         spec["nat"] = spec["nat"] or {"bandwidth": 5}
-    elif "eip" in add and not spec["nat"]:
-        spec["eip"] = spec["eip"] or {"bandwidth": 5}
+    _apply_eips(spec, delta, "eip" in add)
     kinds = [kind for kind in ("alb", "nlb", "slb") if kind in add]
     for extra in kinds[1:]:
         delta["unmapped"].append(f"{extra.upper()} (one load balancer per template; the {kinds[0].upper()} was used)")
@@ -224,8 +225,16 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         if kind in add:
             current = spec["load_balancer"] or {}
             public = delta.get("public", current.get("public", kind in ("alb", "nlb") or bool(spec["ecs"])))
-            spec["load_balancer"] = {"kind": kind, "public": public}
+            spec["load_balancer"] = {**current, "kind": kind, "public": public}
             break
+    if spec["load_balancer"]:
+        lb = spec["load_balancer"]
+        lb.update({key: value for key, value in delta["load_balancer"].items() if key in ("listeners", "spec", "bandwidth")})
+        name = next((delta["names"][kind] for kind in ("slb", "alb", "nlb") if delta["names"].get(kind)), None)
+        if name:
+            lb["name"] = name
+        if "public" in delta and not kinds:
+            lb["public"] = delta["public"]
     if "security_group" in add or delta.get("rules") or ((spec["ecs"] or spec.get("ess")) and spec["security_group"] is None):
         spec["security_group"] = spec["security_group"] or {"rules": []}
     if "vpc" in add or "vswitch" in add or "vswitch_count" in delta or "vpc_cidr" in delta:
@@ -234,6 +243,43 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         spec["vpc"] = spec["vpc"] or {"cidr": DEFAULT_VPC_CIDR}
     if delta.get("existing_vpc") and spec["vpc"]:
         spec["vpc"]["existing"] = True  # ids become parameters: nothing of the network is created
+    _apply_names(spec, delta)
+
+
+def _apply_eips(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> None:
+    """The EIPs: how many ("two EIPs", "a second EIP") and their bandwidth; a NAT gateway always has one."""
+    settings = delta["eip"]
+    if not (wanted or spec["nat"] or (spec["eip"] and settings)):
+        return
+    eip = dict(spec["eip"] or {"bandwidth": (spec["nat"] or {}).get("bandwidth", 5), "count": 1, "with_nat": not wanted})
+    eip.setdefault("count", 1)
+    if "count" in settings:
+        count, relative = settings["count"]
+        eip["count"] = eip["count"] + count if relative and spec["eip"] else count
+    if eip["count"] > MAX_EIPS:
+        delta["unmapped"].append(f"EIPs beyond {MAX_EIPS} (at most {MAX_EIPS} per template)")
+    eip["count"] = max(1, min(eip["count"], MAX_EIPS))
+    if "bandwidth" in settings:
+        eip["bandwidth"] = settings["bandwidth"]
+    spec["eip"] = eip
+
+
+_NAMED = ("vpc", "security_group", "redis", "oss", "ack", "ess", "mongodb", "polardb", "nas", "kms")
+
+
+def _apply_names(spec: dict[str, Any], delta: dict[str, Any]) -> None:
+    """Names given to blocks, and the settings only this function knows about (allow-lists, storage class, backups)."""
+    for block in _NAMED:
+        name = delta["names"].get(block)
+        if name and spec.get(block) is not None:
+            key = "name"
+            if block == "oss" and delta["oss"].get("name"):
+                continue
+            spec[block] = {**spec[block], key: name.lower() if block == "oss" else name}
+    for block in ("redis", "mongodb", "polardb"):
+        whitelist = (delta.get(block) or {}).get("whitelist")
+        if whitelist and spec.get(block):
+            spec[block]["whitelist"] = whitelist
 
 
 def _apply_rules(spec: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -242,6 +288,11 @@ def _apply_rules(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         return
     vpc_cidr = spec["vpc"]["cidr"] if spec["vpc"] else DEFAULT_VPC_CIDR
     rules: list[dict[str, str]] = spec["security_group"]["rules"]
+    restrict = delta.get("restrict_source")
+    if restrict and not delta.get("rules"):  # "only from 203.0.113.0/24 though": the admin ports get that source
+        admin = [rule for rule in rules if rule["port_range"] not in ("80/80", "443/443")] or rules
+        for rule in admin:
+            rule["source"] = restrict
     for rule in delta.get("rules", []):
         rule = dict(rule)
         if not rule["source"]:
@@ -343,7 +394,46 @@ def resolve(spec: dict[str, Any]) -> dict[str, Any]:
             dns["type"] = "CNAME"  # an ALB is reached by its DNS name
     if resolved.get("sls") and not resolved["sls"]["project"]:
         resolved["sls"]["project"] = "iac-code-logs"
+    _resolve_settings(resolved)
     return resolved
+
+
+_DEFAULT_NAMES = {"vpc": "iac-code-vpc", "security_group": "iac-code-sg", "redis": "iac-code-redis", "rds": "iac-code-db",
+                  "mongodb": "iac-code-mongodb", "polardb": "iac-code-polardb", "nas": "iac-code-nas", "ack": "iac-code-ack",
+                  "ess": "iac-code-asg"}
+_POD_CIDRS = ("172.20.0.0/16", "10.244.0.0/16", "192.168.0.0/16")
+_SERVICE_CIDRS = ("172.21.0.0/20", "10.96.0.0/20", "192.168.240.0/20")
+
+
+def _resolve_settings(resolved: dict[str, Any]) -> None:
+    """Defaults of the settings a request may leave out: names, disks, EIPs, listeners, the cluster's own CIDRs."""
+    for block, name in _DEFAULT_NAMES.items():
+        if resolved.get(block) is not None and not resolved[block].get("name"):
+            resolved[block]["name"] = name
+    if resolved["ecs"]:
+        ecs = resolved["ecs"]
+        ecs.setdefault("system_disk_category", "cloud_essd")
+        ecs.setdefault("data_disk_category", "cloud_essd")
+        ecs.setdefault("data_disk_count", 1)
+        ecs.setdefault("name", None)
+        ecs.setdefault("hostname", None)
+    if resolved["eip"] or resolved["nat"]:
+        eip = dict(resolved["eip"] or {})
+        eip.setdefault("bandwidth", (resolved["nat"] or {}).get("bandwidth", 5))
+        eip.setdefault("count", 1)
+        resolved["eip"] = eip
+    if resolved["load_balancer"]:
+        lb = resolved["load_balancer"]
+        lb.setdefault("name", f"iac-code-{lb['kind']}")
+        lb["ports"] = listener_ports(resolved)
+    if resolved.get("ack"):
+        vpc = ipaddress.ip_network(resolved["vpc"]["cidr"], strict=False) if resolved["vpc"] else None
+        free = [cidr for cidr in _POD_CIDRS if not (vpc and vpc.overlaps(ipaddress.ip_network(cidr)))]
+        resolved["ack"]["pod_cidr"] = free[0] if free else _POD_CIDRS[0]
+        pod = ipaddress.ip_network(resolved["ack"]["pod_cidr"])
+        services = [cidr for cidr in _SERVICE_CIDRS
+                    if not (vpc and vpc.overlaps(ipaddress.ip_network(cidr))) and not pod.overlaps(ipaddress.ip_network(cidr))]
+        resolved["ack"]["service_cidr"] = services[0] if services else _SERVICE_CIDRS[0]
 
 
 def building_blocks(spec: dict[str, Any]) -> list[str]:
@@ -448,7 +538,7 @@ def _ros_network(ros: _Ros) -> None:
     if spec["vpc"] and spec["vpc"].get("existing"):
         _ros_existing_network(ros)
     elif spec["vpc"]:
-        ros.add("Vpc", "vpc", {"CidrBlock": spec["vpc"]["cidr"], "VpcName": "iac-code-vpc"})
+        ros.add("Vpc", "vpc", {"CidrBlock": spec["vpc"]["cidr"], "VpcName": spec["vpc"]["name"]})
         ros.output("VpcId", "ID of the VPC.", _att("Vpc", "VpcId"))
     for index, vswitch in enumerate(spec["vswitches"] if not (spec["vpc"] or {}).get("existing") else [], start=1):
         ros.add(f"VSwitch{index}", "vswitch", {"VpcId": _ref("Vpc"), "ZoneId": ros.zone(index, vswitch),
@@ -457,7 +547,7 @@ def _ros_network(ros: _Ros) -> None:
     if spec["security_group"]:
         ingress = [{"IpProtocol": rule["protocol"], "PortRange": rule["port_range"], "SourceCidrIp": rule["source"],
                     "Policy": "accept", "Priority": 1} for rule in spec["security_group"]["rules"]]
-        properties: dict[str, Any] = {"VpcId": _ref("Vpc"), "SecurityGroupName": "iac-code-sg"}
+        properties: dict[str, Any] = {"VpcId": _ref("Vpc"), "SecurityGroupName": spec["security_group"]["name"]}
         if ingress:
             properties["SecurityGroupIngress"] = ingress
         ros.add("SecurityGroup", "security_group", properties)
@@ -512,18 +602,28 @@ def _ros_ecs(ros: _Ros) -> None:
     for index in range(1, ecs["count"] + 1):
         vsw = (index - 1) % count + 1
         properties: dict[str, Any] = {
-            "InstanceName": f"iac-code-ecs-{index}", "ImageId": ecs["image"], "InstanceType": ecs["instance_type"],
+            "InstanceName": instance_name(ecs, index), "ImageId": ecs["image"], "InstanceType": ecs["instance_type"],
             "VpcId": _ref("Vpc"), "VSwitchId": _ref(f"VSwitch{vsw}"), "ZoneId": _ref(f"ZoneId{vsw}"),
-            "SecurityGroupId": _ref("SecurityGroup"), "SystemDiskCategory": "cloud_essd",
+            "SecurityGroupId": _ref("SecurityGroup"), "SystemDiskCategory": ecs["system_disk_category"],
             "SystemDiskSize": ecs["system_disk"], "AllocatePublicIP": False, "Password": password,
         }
+        if ecs["hostname"]:
+            properties["HostName"] = ecs["hostname"] if ecs["count"] == 1 else f"{ecs['hostname']}{index}"
         if ecs["data_disk"]:
-            properties["DiskMappings"] = [{"Category": "cloud_essd", "Size": ecs["data_disk"], "Encrypted": "true"}]
+            properties["DiskMappings"] = [{"Category": ecs["data_disk_category"], "Size": ecs["data_disk"], "Encrypted": "true"}
+                                          for _ in range(ecs["data_disk_count"])]
         if (ros.spec.get("ram") or {}).get("principal") == "ecs.aliyuncs.com":
             properties["RamRoleName"] = _att("Role", "RoleName")  # the instance role, attached
         ros.add(f"Instance{index}", "ecs_instance", properties)
         ros.output(f"Instance{index}Id", f"ID of ECS instance {index}.", _att(f"Instance{index}", "InstanceId"))
         ros.output(f"Instance{index}PrivateIp", f"Private IP of ECS instance {index}.", _att(f"Instance{index}", "PrivateIp"))
+
+
+def instance_name(ecs: dict[str, Any], index: int) -> str:
+    """The name of ECS instance ``index`` (1-based): the one asked for (numbered when there are several), or ours."""
+    if not ecs["name"]:
+        return f"iac-code-ecs-{index}"
+    return ecs["name"] if ecs["count"] == 1 else f"{ecs['name']}-{index}"
 
 
 def _ros_load_balancer(ros: _Ros) -> None:
@@ -535,16 +635,19 @@ def _ros_load_balancer(ros: _Ros) -> None:
         return
     if lb["kind"] == "alb":
         mappings = _zone_mappings(ros.spec)
-        ros.add("Alb", "alb", {"LoadBalancerName": "iac-code-alb", "VpcId": _ref("Vpc"),
+        ros.add("Alb", "alb", {"LoadBalancerName": lb["name"], "VpcId": _ref("Vpc"),
                                "AddressType": "Internet" if lb["public"] else "Intranet", "LoadBalancerEdition": "Standard",
                                "LoadBalancerBillingConfig": {"PayType": "PostPay"}, "ZoneMappings": mappings})
         ros.output("AlbId", "ID of the ALB instance.", _att("Alb", "LoadBalancerId"))
         ros.output("AlbDnsName", "DNS name of the ALB instance.", _att("Alb", "DNSName"))
         _ros_alb_backends(ros)
         return
-    ros.add("LoadBalancer", "slb", {"LoadBalancerName": "iac-code-slb", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
-                                    "AddressType": "internet" if lb["public"] else "intranet",
-                                    "LoadBalancerSpec": "slb.s1.small", "PayType": "PayOnDemand"})
+    slb: dict[str, Any] = {"LoadBalancerName": lb["name"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
+                           "AddressType": "internet" if lb["public"] else "intranet",
+                           "LoadBalancerSpec": lb.get("spec") or "slb.s1.small", "PayType": "PayOnDemand"}
+    if lb.get("bandwidth") and lb["public"]:
+        slb.update({"InternetChargeType": "paybybandwidth", "Bandwidth": lb["bandwidth"]})
+    ros.add("LoadBalancer", "slb", slb)
     ros.output("LoadBalancerId", "ID of the SLB instance.", _att("LoadBalancer", "LoadBalancerId"))
     ros.output("LoadBalancerAddress", "IP address of the SLB instance.", _att("LoadBalancer", "IpAddress"))
     _ros_slb_backends(ros)
@@ -554,16 +657,19 @@ def _ros_nlb(ros: _Ros) -> None:
     """An NLB across the vSwitches' zones, a TCP server group with health checks, a TCP listener on 80, the instances."""
     lb = ros.spec["load_balancer"]
     mappings = _zone_mappings(ros.spec)
-    ros.add("Nlb", "nlb", {"LoadBalancerName": "iac-code-nlb", "VpcId": _ref("Vpc"), "AddressIpVersion": "ipv4",
+    ros.add("Nlb", "nlb", {"LoadBalancerName": lb["name"], "VpcId": _ref("Vpc"), "AddressIpVersion": "ipv4",
                            "AddressType": "Internet" if lb["public"] else "Intranet", "ZoneMappings": mappings})
     ros.add("NlbServerGroup", "nlb_server_group", {"ServerGroupName": "iac-code-nlb-sg", "VpcId": _ref("Vpc"),
                                                    "Protocol": "TCP", "ServerGroupType": "Instance",
                                                    "HealthCheckConfig": {"HealthCheckEnabled": True}})
     group = _att("NlbServerGroup", "ServerGroupId")
-    ros.add("NlbListener", "nlb_listener", {"LoadBalancerId": _att("Nlb", "LoadBalancerId"), "ListenerProtocol": "TCP",
-                                            "ListenerPort": 80, "ServerGroupId": group}, taggable=None)
+    for number, (port, _) in enumerate(lb["ports"], start=1):
+        ros.add("NlbListener" if number == 1 else f"NlbListener{port}", "nlb_listener", {
+            "LoadBalancerId": _att("Nlb", "LoadBalancerId"), "ListenerProtocol": "TCP", "ListenerPort": port,
+            "ServerGroupId": group}, taggable=None)
     if ros.spec["ecs"]:
-        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": 80, "Weight": 100}
+        backend = lb["ports"][0][0]
+        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": backend, "Weight": 100}
                    for index in range(1, ros.spec["ecs"]["count"] + 1)]
         ros.add("NlbBackendServers", "nlb_backend", {"ServerGroupId": group, "Servers": servers}, taggable=None)
     ros.output("NlbId", "ID of the NLB instance.", _att("Nlb", "LoadBalancerId"))
@@ -572,7 +678,7 @@ def _ros_nlb(ros: _Ros) -> None:
 
 def _ros_slb_backends(ros: _Ros) -> None:
     """SLB listeners forwarding to the same backend port, and every ECS instance attached as a backend server."""
-    for port, protocol in listener_ports(ros.spec):
+    for port, protocol in ros.spec["load_balancer"]["ports"]:
         ros.add(f"LoadBalancerListener{port}", "slb_listener", {
             "LoadBalancerId": _att("LoadBalancer", "LoadBalancerId"), "ListenerPort": port, "BackendServerPort": port,
             "Protocol": protocol, "Bandwidth": -1}, taggable=None)
@@ -588,32 +694,47 @@ def _ros_alb_backends(ros: _Ros) -> None:
     ros.add("AlbServerGroup", "alb_server_group", {"ServerGroupName": "iac-code-alb-sg", "VpcId": _ref("Vpc"),
                                                    "Protocol": "HTTP", "HealthCheckConfig": {"HealthCheckEnabled": True}})
     group = _att("AlbServerGroup", "ServerGroupId")
-    ros.add("AlbListener", "alb_listener", {
-        "LoadBalancerId": _att("Alb", "LoadBalancerId"), "ListenerPort": 80, "ListenerProtocol": "HTTP",
-        "DefaultActions": [{"Type": "ForwardGroup", "ForwardGroupConfig": {"ServerGroupTuples": [{"ServerGroupId": group}]}}],
-    }, taggable=None)
+    ports = ros.spec["load_balancer"]["ports"]
+    for number, (port, _) in enumerate(ports, start=1):
+        ros.add("AlbListener" if number == 1 else f"AlbListener{port}", "alb_listener", {
+            "LoadBalancerId": _att("Alb", "LoadBalancerId"), "ListenerPort": port, "ListenerProtocol": "HTTP",
+            "DefaultActions": [{"Type": "ForwardGroup",
+                                "ForwardGroupConfig": {"ServerGroupTuples": [{"ServerGroupId": group}]}}],
+        }, taggable=None)
     if ros.spec["ecs"]:
-        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": 80, "Weight": 100}
+        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": ports[0][0],
+                    "Weight": 100}
                    for index in range(1, ros.spec["ecs"]["count"] + 1)]
         ros.add("AlbBackendServers", "alb_backend", {"ServerGroupId": group, "Servers": servers}, taggable=None)
 
 
+def eip_names(count: int) -> list[str]:
+    """Logical names of the EIPs: "Eip", then "Eip2", "Eip3"... (the first keeps its name for references to it)."""
+    return ["Eip" if index == 1 else f"Eip{index}" for index in range(1, count + 1)]
+
+
 def _ros_nat(ros: _Ros) -> None:
     spec = ros.spec
-    eip = spec["nat"] or spec["eip"]
+    eip = spec["eip"]
     if not eip:
         return
-    ros.add("Eip", "eip", {"Name": "iac-code-eip", "Bandwidth": eip["bandwidth"], "InternetChargeType": "PayByTraffic"})
-    ros.output("EipAddress", "Public IP address of the EIP.", _att("Eip", "EipAddress"))
+    names = eip_names(eip["count"])
+    for index, name in enumerate(names, start=1):
+        ros.add(name, "eip", {"Name": "iac-code-eip" if index == 1 else f"iac-code-eip-{index}", "Bandwidth": eip["bandwidth"],
+                              "InternetChargeType": "PayByTraffic"})
+        ros.output(f"{name}Address", f"Public IP address of EIP {index}.", _att(name, "EipAddress"))
     if not spec["nat"]:
-        if spec["ecs"]:
-            ros.add("EipAssociation", "eip_association", {"AllocationId": _att("Eip", "AllocationId"),
-                                                          "InstanceId": _att("Instance1", "InstanceId")}, taggable=None)
+        instances = spec["ecs"]["count"] if spec["ecs"] else 0
+        for index, name in enumerate(names[:instances], start=1):
+            ros.add(name.replace("Eip", "EipAssociation"), "eip_association", {
+                "AllocationId": _att(name, "AllocationId"), "InstanceId": _att(f"Instance{index}", "InstanceId")},
+                taggable=None)
         return
     ros.add("NatGateway", "nat_gateway", {"NatGatewayName": "iac-code-nat", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
                                           "NatType": "Enhanced", "InternetChargeType": "PayByLcu"})
-    ros.add("EipAssociation", "eip_association", {"AllocationId": _att("Eip", "AllocationId"),
-                                                  "InstanceId": _att("NatGateway", "NatGatewayId")}, taggable=None)
+    for name in names:
+        ros.add(name.replace("Eip", "EipAssociation"), "eip_association", {
+            "AllocationId": _att(name, "AllocationId"), "InstanceId": _att("NatGateway", "NatGatewayId")}, taggable=None)
     for index in range(1, len(spec["vswitches"]) + 1):
         ros.add(f"SnatEntry{index}", "snat_entry", {"SnatTableId": _att("NatGateway", "SNatTableId"),
                                                     "SnatIp": _att("Eip", "EipAddress"),
@@ -631,8 +752,9 @@ def _ros_data(ros: _Ros) -> None:
             "DBInstanceStorage": rds["storage"], "DBInstanceStorageType": "cloud_essd", "DBInstanceNetType": "Intranet",
             "SecurityIPList": rds.get("whitelist") or spec["vpc"]["cidr"], "VpcId": _ref("Vpc"),
             "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"), "PayType": "Postpaid",
-            "DBInstanceDescription": "iac-code-db", "DeletionProtection": True,
+            "DBInstanceDescription": rds["name"], "DeletionProtection": True,
             **({"SlaveZoneIds": [_ref("ZoneId2")], "Category": "HighAvailability"} if rds.get("ha") else {}),
+            **({"BackupRetentionPeriod": rds["backup_days"]} if rds.get("backup_days") else {}),
         }, taggable="map")
         if rds.get("account"):
             password = ros.password("DBAccountPassword", f"Password of the database account {rds['account']}.")
@@ -646,9 +768,10 @@ def _ros_data(ros: _Ros) -> None:
     if spec["redis"]:
         redis = spec["redis"]
         password = ros.password("RedisPassword", "Password of the Redis instance.")
-        ros.add("Redis", "redis", {"InstanceName": "iac-code-redis", "InstanceClass": redis["class"],
+        ros.add("Redis", "redis", {"InstanceName": redis["name"], "InstanceClass": redis["class"],
                                    "EngineVersion": redis["version"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
-                                   "ZoneId": _ref("ZoneId1"), "Password": password, "SecurityIps": spec["vpc"]["cidr"]})
+                                   "ZoneId": _ref("ZoneId1"), "Password": password,
+                                   "SecurityIps": redis.get("whitelist") or spec["vpc"]["cidr"]})
         ros.output("RedisInstanceId", "ID of the Redis instance.", _att("Redis", "InstanceId"))
         ros.output("RedisConnectionDomain", "Connection domain of the Redis instance.", _att("Redis", "ConnectionDomain"))
     if spec["oss"]:
@@ -658,6 +781,8 @@ def _ros_data(ros: _Ros) -> None:
                                   "ServerSideEncryptionConfiguration": encryption}
         if oss.get("versioning"):
             bucket["VersioningConfiguration"] = {"Status": "Enabled"}
+        if oss.get("storage_class"):
+            bucket["StorageClass"] = oss["storage_class"]
         if oss.get("expire_days"):
             bucket["LifecycleConfiguration"] = {"Rule": [{"ID": "expire-objects", "Prefix": "", "Status": "Enabled",
                                                           "Expiration": {"Days": oss["expire_days"]}}]}
@@ -733,14 +858,16 @@ def _ros_databases(ros: _Ros) -> None:
         ros.add("MongoDB", "mongodb", {
             "EngineVersion": mongo["version"], "DBInstanceClass": mongo["class"], "DBInstanceStorage": mongo["storage"],
             "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"), "AccountPassword": password,
-            "SecurityIPArray": spec["vpc"]["cidr"], "DBInstanceDescription": "iac-code-mongodb"}, taggable="list")
+            "SecurityIPArray": mongo.get("whitelist") or spec["vpc"]["cidr"], "DBInstanceDescription": mongo["name"]},
+            taggable="list")
         ros.output("MongoDBInstanceId", "ID of the MongoDB instance.", _att("MongoDB", "DBInstanceId"))
     if spec.get("polardb"):
         polar = spec["polardb"]
         ros.add("PolarDB", "polardb", {
             "DBType": polar["engine"], "DBVersion": polar["version"], "DBNodeClass": polar["class"], "PayType": "Postpaid",
             "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"),
-            "SecurityIPList": spec["vpc"]["cidr"], "ClusterDescription": "iac-code-polardb"}, taggable="list")
+            "SecurityIPList": polar.get("whitelist") or spec["vpc"]["cidr"], "ClusterDescription": polar["name"]},
+            taggable="list")
         ros.output("PolarDBClusterId", "ID of the PolarDB cluster.", _att("PolarDB", "DBClusterId"))
         ros.output("PolarDBConnectionString", "Connection string of the PolarDB cluster.",
                    _att("PolarDB", "ClusterConnectionString"))
@@ -753,7 +880,7 @@ def _ros_nas(ros: _Ros) -> None:
         return
     ros.add("FileSystem", "nas_file_system", {"ProtocolType": nas["protocol"], "StorageType": nas["storage"],
                                               "FileSystemType": "standard", "EncryptType": 1,
-                                              "Description": "iac-code-nas"}, taggable="list")
+                                              "Description": nas["name"]}, taggable="list")
     ros.add("MountTarget", "nas_mount_target", {"FileSystemId": _ref("FileSystem"), "NetworkType": "Vpc",
                                                 "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
                                                 "AccessGroupName": "DEFAULT_VPC_GROUP_NAME"}, taggable=None)
@@ -778,7 +905,7 @@ def _ros_ess(ros: _Ros) -> None:
     ess = spec.get("ess")
     if not ess:
         return
-    group: dict[str, Any] = {"ScalingGroupName": "iac-code-asg", "MinSize": ess["min"], "MaxSize": ess["max"],
+    group: dict[str, Any] = {"ScalingGroupName": ess["name"], "MinSize": ess["min"], "MaxSize": ess["max"],
                              "VSwitchIds": _vswitch_refs(spec),
                              "MultiAZPolicy": "BALANCE", "RemovalPolicys": ["OldestInstance", "NewestInstance"]}
     if spec["load_balancer"] and spec["load_balancer"]["kind"] == "slb":
@@ -801,8 +928,8 @@ def _ros_ack(ros: _Ros) -> None:
     if not ack:
         return
     vswitches = _vswitch_refs(spec)
-    cluster: dict[str, Any] = {"Name": "iac-code-ack", "ClusterSpec": "ack.pro.small", "VpcId": _ref("Vpc"),
-                               "VSwitchIds": vswitches, "ContainerCidr": "172.20.0.0/16", "ServiceCidr": "172.21.0.0/20",
+    cluster: dict[str, Any] = {"Name": ack["name"], "ClusterSpec": "ack.pro.small", "VpcId": _ref("Vpc"),
+                               "VSwitchIds": vswitches, "ContainerCidr": ack["pod_cidr"], "ServiceCidr": ack["service_cidr"],
                                "SnatEntry": True, "EndpointPublicAccess": ack["public_api"]}
     if ack["version"]:
         cluster["KubernetesVersion"] = ack["version"]
@@ -917,35 +1044,6 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- public API
 
-_GENERATE_VERBS = (r"\b(?:create|generate|build|make|write|deploy|provision|set ?up|spin up|launch|need|want|give me|template|"
-                   r"scaffold|design|terraform|hcl|ros|json|yaml)\b|创建|生成|部署|搭建|编写|写一个|需要|模板|帮我|建一个|新建|开通|来一个")
-_EDIT_VERBS = (r"\b(?:add|remove|delete|drop|change|switch|use|convert|rename|also|instead|update|modify|increase|decrease|"
-               r"set|put|make it|as|tag|tags|outputs?|open|allow|close|move)\b"
-               r"|增加|添加|删除|去掉|改|换|切换|使用|转换|再|标签|输出|开放")
-_QUESTION = r"^\s*(?:what|why|how (?:do|does|much)|explain|is it|can you explain|什么是|为什么|解释)"
-
-
-def wants_generation(prompt: str, previous: dict[str, Any] | None = None) -> bool:
-    """Whether the prompt asks to generate a template, or (with ``previous``) to edit the one generated before.
-
-    Requests for unsupported things ("create a Kubernetes cluster") count too, so the caller can report them.
-    """
-    prompt = normalize(prompt)
-    unmapped, text = _unmapped(prompt)
-    mentioned = bool(unmapped) or any(_mentions(block, text) for block in _BLOCK_PATTERNS)
-    if _has(prompt, _QUESTION) and not _has(prompt, _GENERATE_VERBS):
-        return False
-    if not previous:
-        return mentioned and _has(prompt, _GENERATE_VERBS)
-    delta = parse_request(prompt, previous)
-    # A setting of something the template already has ("add a data disk of 200 GB") is an edit too.
-    settings = any(delta.get(key) and previous.get(key) for key in (
-        "ecs", "rds", "redis", "oss", "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack", "ess"))
-    edits = bool(delta["add"] or delta["remove"] or delta.get("tags") or delta.get("rules") or "format" in delta
-                 or "region" in delta or "vswitch_count" in delta or unmapped or settings)
-    return (edits or mentioned) and (bool(delta["remove"]) or _has(prompt, _EDIT_VERBS + "|" + _GENERATE_VERBS))
-
-
 def render(spec: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """(text, ROS template or None) for a spec in its chosen format."""
     resolved = resolve(spec)
@@ -964,5 +1062,16 @@ def generate(prompt: str, previous: dict[str, Any] | None = None) -> GenerationR
     text, template = render(spec)
     resolved = resolve(spec)
     summary = describe(resolved)
+    unmapped = list(delta["unmapped"]) + _not_expressible(spec)
     return GenerationResult(spec=spec, format=spec["format"], text=text, file_name=FORMATS[spec["format"]], template=template,
-                            resources=building_blocks(resolved), unmapped=list(delta["unmapped"]), summary=summary)
+                            resources=building_blocks(resolved), unmapped=unmapped, summary=summary)
+
+
+def _not_expressible(spec: dict[str, Any]) -> list[str]:
+    """Settings the spec holds that the chosen format has no place for, named so the reply says they were not used."""
+    notes: list[str] = []
+    backup = (spec["rds"] or {}).get("backup_days")
+    if spec["format"] == "terraform" and backup:
+        notes.append(f"backup retention of {backup} days (alicloud_db_instance has no argument for it; "
+                     "set it with a backup policy)")
+    return notes

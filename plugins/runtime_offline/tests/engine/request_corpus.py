@@ -50,7 +50,8 @@ KINDS = frozenset(COUNTED_BLOCK)
 NETWORKED = frozenset({"vpc", "vswitch", "security_group", "ecs", "slb", "alb", "nlb", "nat", "rds", "redis", "mongodb",
                        "polardb", "nas", "ack", "ess"})
 _BLOCK_OF_TYPE = {ros: block for block, (ros, _) in RESOURCE_TYPES.items()} | {
-    tf: block for block, (_, tf) in RESOURCE_TYPES.items() if tf}
+    tf: block for block, (_, tf) in RESOURCE_TYPES.items() if tf} | {
+    "alicloud_ram_role_policy_attachment": "ram_policy"}  # Terraform attaches the role's policy with a resource of its own
 SKILL_OF_INTENT = {"generate": "iac_generation", "review": "iac_review", "convert": "terraform_ros_conversion",
                    "ops": "aliyun_ros_operations", "question": None, "chat": None}
 
@@ -138,10 +139,16 @@ def parse_back(text: str, fmt: str) -> Rendered:
     return Rendered(resources, defaults, unknown)
 
 
+def kind_of(block: str) -> str | None:
+    """The kind of a catalog block; a part added to the catalog later ("redis_whitelist") belongs to its prefix's kind."""
+    return KIND_OF_BLOCK.get(block) or next((kind for kind in sorted(KINDS, key=len, reverse=True)
+                                             if block.startswith(kind + "_")), None)
+
+
 def _add(resources: list[tuple[str, dict[str, Any], int]], unknown: list[str], kind: str, body: dict[str, Any],
          count: int) -> None:
     block = _BLOCK_OF_TYPE.get(kind)
-    if block is None:
+    if block is None or kind_of(block) is None:
         unknown.append(kind)
     else:
         resources.append((block, body, count))
@@ -220,7 +227,8 @@ def score(case: dict[str, Any]) -> Outcome:
     counts: Counter[str] = Counter()
     present: set[str] = set()
     for block, _, count in rendered.resources:
-        kind = KIND_OF_BLOCK[block]
+        kind = kind_of(block)
+        assert kind is not None
         present.add(kind)
         if COUNTED_BLOCK[kind] == block:
             counts[kind] += count
@@ -244,7 +252,7 @@ def _check_values(case: dict[str, Any], result: Any, rendered: Rendered, problem
         if kind == "any":
             haystack = [result.text, result.summary]
         else:
-            haystack = [leaf for block, body, _ in rendered.resources if KIND_OF_BLOCK[block] == kind
+            haystack = [leaf for block, body, _ in rendered.resources if kind_of(block) == kind
                         for leaf in leaves(body, rendered.defaults)]
         for value in values:
             if not any(matches(value, leaf) for leaf in haystack):
