@@ -20,7 +20,8 @@ BLOCK_PATTERNS: dict[str, str] = {
     "vpc": r"\bvpcs?\b|专有网络|私有网络|virtual private cloud",
     "vswitch": r"v-?switch(?:es)?|交换机|\bsubnets?\b|子网",
     "security_group": r"security[- ]groups?|安全组|firewall rules?|(?<!云)防火墙",
-    "ecs": (r"\becs\b(?!\s*(?:实例\s*)?角色)|ecs\.[a-z0-9-]+\.[a-z0-9]+|(?<!sql )(?<!windows )(?<!tcp )\bservers?\b|\bvms?\b"
+    "ecs": (r"ecs\.[a-z0-9-]+\.[a-z0-9]+|\becs\b(?![.-])(?!\s*(?:实例\s*)?角色)|(?<!sql )(?<!tcp )\bservers?\b(?!\s*20\d\d)"
+            r"|\bvms?\b"
             r"|virtual machines?|\binstances?\b(?!\s+(?:types?|class(?:es)?|roles?|famil(?:y|ies)|specs?|ids?|names?))"
             r"|\bhosts?\b(?!\s*names?)|(?<!\w)machines?\b|云服务器|服务器|虚拟机|主机|(?<!副本集)实例(?!\s*(?:规格|角色|类型))|机器"),
     "alb": r"\balb\b|application load balancer|应用型负载均衡",
@@ -160,12 +161,12 @@ _CLASSES = re.compile(r"(?<![\w.])(?:polar|dds|redis|slb|kvstore)\.[\w-]+(?:\.[\
 _IDENTIFIER = re.compile(r"(?<![\w.:-])(?!alicloud_)[a-z0-9]+(?:[-_][a-z0-9]+)+(?![\w.:-])", re.IGNORECASE)
 # RAM actions and trusted services ("oss:GetObject", "fc.aliyuncs.com") and host names name no resource.
 _ACTION = re.compile(r"\b[a-z]{2,12}:[A-Za-z*]+\b")
-_HOST = re.compile(r"(?<![\w.-])(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9])?\.)+(?:com|cn|net|org|io|info|biz|dev|app|cloud"
-                   r"|internal|local|co|uk|jp|hk|sg|de|us|tech|site|online|xyz|me)\b(?![\w-])", re.IGNORECASE)
+HOST = re.compile(r"(?<![\w.-])(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9])?\.)+(?:com|cn|net|org|io|info|biz|dev|app|cloud"
+                  r"|internal|local|co|uk|jp|hk|sg|de|us|tech|site|online|xyz|me)\b(?![\w-])", re.IGNORECASE)
 _ROLE = re.compile(BLOCK_PATTERNS["ram"], re.IGNORECASE)
 # Where a role's clause ends: a new list item ("..., and a KMS key", "+", "、").
-_CLAUSE_END = re.compile(rf"[;；。\n+、]|[,，](?=\s*(?:and\s+)?(?:an?\s+|{QUANTITY}\s+|{QUANTITY}\s*{MEASURE}|\w+\s*[:：]))"
-                         rf"|\band\s+(?=an?\b|{QUANTITY}\b)", re.IGNORECASE)
+CLAUSE_END = re.compile(rf"[;；。\n+、]|[,，](?=\s*(?:and\s+)?(?:an?\s+|{QUANTITY}\s+|{QUANTITY}\s*{MEASURE}|\w+\s*[:：]))"
+                        rf"|\band\s+(?=an?\b|{QUANTITY}\b)", re.IGNORECASE)
 
 
 def blank(text: str, start: int, end: int) -> str:
@@ -200,7 +201,7 @@ def unmapped_products(text: str) -> tuple[list[str], str]:
 def _role_clauses(text: str) -> str:
     """In a role's clause, what follows the role is whom it trusts or what it may access: blank those mentions."""
     for role in reversed(list(_ROLE.finditer(text))):
-        end = _CLAUSE_END.search(text, role.end())
+        end = CLAUSE_END.search(text, role.end())
         stop = end.start() if end else len(text)
         clause = text[role.end():stop]
         others = "|".join(f"(?:{BLOCK_PATTERNS[block]})" for block in BLOCKS if block != "ram")
@@ -223,7 +224,7 @@ def _phrase_end(text: str, end: int) -> int:
 
 def references(text: str) -> str:
     """The text with every mention that only names a principal, a target or a source blanked out."""
-    text = blank_all(text, _HOST)
+    text = blank_all(text, HOST)
     text = blank_all(text, _ACTION)
     text = blank_all(text, _IDENTIFIER)
     text = blank_all(text, _CLASSES)
@@ -242,8 +243,7 @@ def mention_text(block: str, text: str) -> str:
     """``text`` prepared for finding ``block``: what looks like it but names something else is blanked out."""
     if block == "ecs":
         text = blank_all(text, DB_INSTANCE_PHRASE)
-        if re.search(BLOCK_PATTERNS["ack"], text, re.IGNORECASE):  # a cluster's node types and nodes are its node pool's
-            text = blank_all(text, re.compile(r"\becs\.[\w.-]+|\b(?:worker\s+)?nodes?\b|节点|node ?pools?|节点池", re.IGNORECASE))
+        text = _cluster_nodes(text)
         text = blank_all(text, re.compile(r"\binstance (?:ram )?roles?\b|实例角色|\bread[- ]only\s+instances?", re.IGNORECASE))
     if block == "rds":
         text = blank_all(text, OTHER_DATABASES)
@@ -253,6 +253,28 @@ def mention_text(block: str, text: str) -> str:
     if block == "ram":
         text = blank_all(text, re.compile(r"\brole[- ]?based\b", re.IGNORECASE))
     return text
+
+
+# A list item that starts with a resource ("..., ecs.g7.large x 2") ends the clause before it.
+# A bare instance type there is the cluster's node type ("ACK cluster, 3 nodes, ecs.g7.xlarge").
+_NEXT_ITEM = re.compile(rf"(?:[;；。\n+、]|[,，])\s*(?:{QUANTITY}\s*{MEASURE}?\s*(?:[\w-]+\s+){{0,2}}?)?"
+                        rf"(?=(?!ecs\.)(?:{_ANY_NOUN})|ecs\.[\w.-]+\s*(?:[x*]\s*\d|instances?|servers?|vms?|台|实例))",
+                        re.IGNORECASE)
+_NODE_TYPE = re.compile(r"\becs\.[\w.-]+(?=\s*(?:worker\s+)?(?:nodes?\b|节点))|(?<=nodes of )ecs\.[\w.-]+"
+                        r"|(?<=节点规格)\s*ecs\.[\w.-]+|\b(?:worker\s+)?nodes?\b|节点|node ?pools?|节点池", re.IGNORECASE)
+
+
+def _cluster_nodes(text: str) -> str:
+    """A Kubernetes cluster's nodes and node types (in its clause, or written with "nodes") are its node pool's."""
+    ack = re.compile(BLOCK_PATTERNS["ack"], re.IGNORECASE)
+    if not ack.search(text):
+        return text
+    for match in reversed(list(ack.finditer(text))):
+        end = _NEXT_ITEM.search(text, match.end())
+        stop = end.start() if end else len(text)
+        clause = blank_all(text[match.end():stop], re.compile(r"\becs\.[\w.-]+", re.IGNORECASE))
+        text = text[:match.end()] + clause + text[stop:]
+    return blank_all(text, _NODE_TYPE)
 
 
 def spans(block: str, text: str) -> Iterator[tuple[int, int]]:

@@ -9,8 +9,12 @@ principal, target or source create nothing (``mentions.references``).
 
 from __future__ import annotations
 
+import copy
 import ipaddress
+import json
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from iac_code_runtime_offline.engine import mentions as m
@@ -33,8 +37,8 @@ NAMEABLE = ("vpc", "security_group", "ecs", "slb", "alb", "nlb", "redis", "oss",
 
 _CIDR = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}/\d{1,2})(?![\d.])")
 _REGION_PREFIXES = "cn|ap|us|eu|me|sa|na"
-_ZONE = re.compile(rf"(?<![\w.-])((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+)?-[a-z])(?![\w.-])", re.IGNORECASE)
-_REGION = re.compile(rf"(?<![\w.-])((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+)?)(?![\w.]|-[a-z]\b)", re.IGNORECASE)
+_ZONE = re.compile(rf"(?<![\w.-])((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+[a-z]|(?:-\d+)?-[a-z]))(?![\w.-])", re.IGNORECASE)
+_REGION = re.compile(rf"(?<![\w.-])((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+)?)(?![\w.-])", re.IGNORECASE)
 REGION_NAMES = {
     "杭州": "cn-hangzhou", "上海": "cn-shanghai", "北京": "cn-beijing", "深圳": "cn-shenzhen", "张家口": "cn-zhangjiakou",
     "青岛": "cn-qingdao", "成都": "cn-chengdu", "香港": "cn-hongkong", "新加坡": "ap-southeast-1", "东京": "ap-northeast-1",
@@ -73,13 +77,14 @@ def normalize(prompt: str) -> str:
 
 def region_of(text: str) -> str | None:
     """An Alibaba Cloud region id (or a well-known city name) mentioned in the text."""
-    text = m.blank_all(text, m._HOST)
+    text = m.blank_all(text, m.HOST)
     match = _REGION.search(text)
     if match:
         return match.group(1).lower()
     zone = _ZONE.search(text)
     if zone:
-        return zone.group(1).lower().rsplit("-", 1)[0]
+        name = zone.group(1).lower()
+        return name.rsplit("-", 1)[0] if re.search(r"-[a-z]$", name) else name[:-1]  # cn-hangzhou-h, ap-southeast-1a
     lowered = text.lower()
     for name, region in REGION_NAMES.items():
         if name in lowered:
@@ -131,6 +136,9 @@ class Reading:
     def _owner(self, start: int, end: int) -> str | None:
         if not self.spans:
             return None
+        inside = [span for span in self.spans if span[0] <= start and end <= span[1]]
+        if inside:  # the value is itself the mention ("ecs.c7.large x 2")
+            return inside[0][2]
         low, high = self.sentence_bounds(start)
         after = [span for span in self.spans if end <= span[0] < high]
         if after:
@@ -226,7 +234,7 @@ def _zone_count(text: str) -> int | None:
 
 
 def _zones(text: str) -> list[str]:
-    return list(dict.fromkeys(zone.lower() for zone in _ZONE.findall(m.blank_all(text, m._HOST))))
+    return list(dict.fromkeys(zone.lower() for zone in _ZONE.findall(m.blank_all(text, m.HOST))))
 
 
 _SOURCE_WORDS = (r"(?:\bfrom\b|\bsources?\b|\bonly\b|\ballow(?:s|ed|ing)?\b|\bopen(?:s|ed|ing)?\b|\bexpose[sd]?\b|\bpermit"
@@ -319,10 +327,12 @@ _NAMED_PORTS = [(r"\bssh\b", "22/22"), (r"\brdp\b|remote desktop|远程桌面", 
                 (r"\bhttps\b(?!\s*(?:listeners?|triggers?|endpoints?|监听|触发器|api))", "443/443"),
                 (r"\bhttp\b(?!\s*(?:listeners?|triggers?|endpoints?|api|监听|触发器))", "80/80"),
                 (r"\bping\b|\bicmp\b", "-1/-1")]
-_PORT_ITEM = r"\d{1,5}(?:\s*(?:-|~|to)\s*\d{1,5})?"
-_PORT_LIST = (rf"({_PORT_ITEM}(?![\d.])(?!\s*(?:gb|g\b|mb|m\b|个|台|x\b|vcpu|core|ecs|instances?|servers?|v-?switch|交换机"
-              rf"|days?|天))"
-              rf"(?:\s*(?:,|/|and|&|和|及|与|or)\s*(?:ports?\s*)?{_PORT_ITEM}(?![\d.]))*)")
+_PORT_ITEM = (r"\d{1,5}(?:\s*(?:-|~|to)\s*\d{1,5})?(?![\d.])(?!\s*(?:gb|g\b|mb|m\b|个|台|块|x\b|vcpus?|cores?|ecs|eips?"
+              r"|instances?|servers?|vms?|nodes?|v-?switch\w*|交换机|days?|天|mbps))")
+# A port further down a list ends where a list item ends ("80, 443 from ...", not "80, 1 CentOS instance").
+_LIST_END = (r"(?=\s*(?:$|[,;.)/&]|\b(?:and|or|from|to|only|open|on|for|tcp|udp|listeners?|ports?)\b|和|及|与|端口|的|开放|访问"
+             r"|对外|仅|只|来源))")
+_PORT_LIST = rf"({_PORT_ITEM}(?:\s*(?:,|/|and|&|和|及|与|or)\s*(?:ports?\s*)?{_PORT_ITEM}{_LIST_END})*)"
 _ALLOW = r"(?:open(?:s|ed|ing)?|allow(?:s|ed|ing)?|expose[sd]?|exposing|permit(?:s|ted)?|开放|放行|放通|允许|打开|开)"
 _EXPLICIT_PORTS = [
     # a list of ports with its source, continuing a rule list: "..., 80/443 from 0.0.0.0/0", "with 22 from ..."
@@ -700,7 +710,8 @@ def _parse_polardb(text: str) -> dict[str, Any]:
     return polar
 
 
-_NOT_DOMAINS = re.compile(r"^(?:ecs|redis|mysql|pg|mssql|polar|dds|slb|rds|mariadb)\.", re.IGNORECASE)
+_NOT_DOMAINS = re.compile(r"^(?:ecs|redis|mysql|pg|mssql|polar|dds|slb|rds|mariadb)\."
+                          r"|\.(?:js|py|tf|ya?ml|json|sh|vhd|zip|txt|md)$", re.IGNORECASE)
 
 
 def _parse_dns(text: str) -> dict[str, Any]:
@@ -708,7 +719,7 @@ def _parse_dns(text: str) -> dict[str, Any]:
     dns: dict[str, Any] = {}
     names = [n for n in re.findall(r"(?<![\w.-])((?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})\b", text,
                                    re.IGNORECASE)
-             if not _NOT_DOMAINS.match(n) and not re.fullmatch(r"[\d.]+", n) and not n.lower().endswith(".aliyuncs.com")]
+             if not _NOT_DOMAINS.search(n) and not re.fullmatch(r"[\d.]+", n) and not n.lower().endswith(".aliyuncs.com")]
     target = re.search(r"(?:to|pointing to|points to|pointing at|resolv\w* to|指向|解析到|->|=>|→)\s*((?:\d{1,3}\.){3}\d{1,3}|"
                        r"(?:[a-z0-9-]+\.)+[a-z]{2,24})", text, re.IGNORECASE)
     if names:
@@ -740,7 +751,7 @@ def _role_clause(text: str) -> str:
     role = re.search(m.BLOCK_PATTERNS["ram"], text, re.IGNORECASE)
     if not role:
         return text
-    end = m._CLAUSE_END.search(text, role.end())
+    end = m.CLAUSE_END.search(text, role.end())
     start = max(0, text.rfind(",", 0, role.start()) + 1, text.rfind(";", 0, role.start()) + 1)
     return text[start:end.start() if end else len(text)]
 
@@ -783,7 +794,8 @@ def _parse_ram(text: str) -> dict[str, Any]:
 
 
 _FC_RUNTIMES = [(r"python\s*3\.12", "python3.12"), (r"python\s*3\.9", "python3.9"), (r"python", "python3.10"),
-                (r"node(?:\.?js)?\s*20", "nodejs20"), (r"node(?:\.?js)?\s*16", "nodejs16"), (r"node(?:\.?js)?", "nodejs18"),
+                (r"node(?:\.?js)?\s*20\b", "nodejs20"), (r"node(?:\.?js)?\s*16\b", "nodejs16"),
+                (r"node\.?js|\bnode\s*18\b", "nodejs18"),
                 (r"\bjava\s*8\b", "java8"), (r"\bjava\b", "java11"), (r"\bgo(?:lang)?\b", "go1"), (r"\bphp\b", "php7.2")]
 
 
@@ -811,8 +823,8 @@ def _parse_ess(text: str) -> dict[str, Any]:
 def _parse_ack(text: str) -> dict[str, Any]:
     """An ACK managed cluster: node count, node instance type, Kubernetes version, a public API endpoint if asked."""
     ack: dict[str, Any] = {}
-    nodes = (re.search(rf"(?<![A-Za-z0-9_.])({NUMBER})\s*{MEASURE}?\s*(?:[\w.-]+\s+){{0,2}}?(?:worker\s+)?(?:nodes?|节点)", text,
-                       re.IGNORECASE)
+    nodes = (re.search(rf"(?<![A-Za-z0-9_.])({QUANTITY})\s*{MEASURE}?\s*(?:[\w.-]+\s+){{0,2}}?(?:worker\s+)?"
+                       rf"(?:nodes?(?![\w.])|节点)", text, re.IGNORECASE)
              or re.search(rf"(?:nodes?|节点)\s*(?:count)?\s*[:=]?\s*({NUMBER})\s*{MEASURE}?(?![\w.])", text, re.IGNORECASE))
     if nodes:
         count = number(nodes.group(1))
@@ -871,7 +883,7 @@ def _parse_nas(text: str) -> dict[str, Any]:
 def _parse_sls(text: str) -> dict[str, Any]:
     """Log Service: project and logstore names, retention ("keep logs for 90 days", "保存30天", "TTL 7 days"), shards."""
     sls: dict[str, Any] = {}
-    project = re.search(r"(?:(?:log\s+)?project|日志项目)\s*[:=]?\s*(?:named|called|name|名为|叫)?\s*"
+    project = re.search(r"(?:(?:log\s+)?project|日志(?:服务)?项目)\s*[:=]?\s*(?:named|called|name|名为|叫)?\s*"
                         r"[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)", text, re.IGNORECASE)
     if project and project.group(1).lower() not in _NOT_NAMES:
         sls["project"] = project.group(1).lower()
@@ -1031,8 +1043,31 @@ def _blocks(reading: Reading, delta: dict[str, Any]) -> None:
         delta["add"].append(block)
 
 
+_RECENT_SIZE = 64
+_recent: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+_recent_lock = threading.Lock()
+
+
 def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything a request says, as a delta: only mentioned things are present."""
+    """Everything a request says, as a delta: only mentioned things are present.
+
+    A turn reads its request twice (to choose the skill, then to generate): the last few readings are kept, in a
+    bounded cache, and each caller gets its own copy.
+    """
+    key = (prompt, json.dumps(previous, sort_keys=True, default=str) if previous else "")
+    with _recent_lock:
+        if key in _recent:
+            _recent.move_to_end(key)
+            return copy.deepcopy(_recent[key])
+    delta = _read(prompt, previous)
+    with _recent_lock:
+        _recent[key] = copy.deepcopy(delta)
+        while len(_recent) > _RECENT_SIZE:
+            _recent.popitem(last=False)
+    return delta
+
+
+def _read(prompt: str, previous: dict[str, Any] | None) -> dict[str, Any]:
     reading = Reading(prompt, previous)
     text = reading.text
     delta: dict[str, Any] = {"unmapped": list(reading.unmapped), "add": [], "remove": [], "names": {}, "eip": {},
@@ -1050,6 +1085,13 @@ def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[s
     for block, parser in _PARSERS.items():
         delta[block] = parser(text) if block in delta["add"] or (previous and previous.get(block)) else {}
     delta["ram"] = _parse_ram(text) if "ram" in delta["add"] else {}
+    if delta["ack"]:  # the cluster's node type is an instance type written with the cluster, not the instances'
+        node_types = [match.group(1).lower() for match in _INSTANCE_TYPE.finditer(text)
+                      if owners.get(f"type@{match.start()}") == "ack"]
+        if node_types:
+            delta["ack"]["node_type"] = node_types[0]
+        elif any(owners.get(f"type@{match.start()}") == "ecs" for match in _INSTANCE_TYPE.finditer(text)):
+            delta["ack"].pop("node_type", None)
     eip = count_of(reading.creating, r"\beips?\b|elastic (?:public )?ips?|弹性公网\s*ips?|弹性\s*ips?|alicloud_eip_address")
     if eip:
         relative = bool(previous and previous.get("eip") and _ADD_WORDS.search(text))
