@@ -19,7 +19,7 @@ import yaml
 
 from iac_code_runtime_offline.engine.catalog import RESOURCE_TYPES, ROS_TEMPLATE_VERSION
 from iac_code_runtime_offline.engine.intent import wants_generation
-from iac_code_runtime_offline.engine.request_parsing import ANYWHERE, DEFAULT_IMAGE, RDS_DEFAULTS, parse_request
+from iac_code_runtime_offline.engine.request_parsing import ANYWHERE, DEFAULT_IMAGE, RDS_DEFAULTS, parse_request, stated_values
 from iac_code_runtime_offline.engine.terraform_render import listener_ports, render_terraform
 
 # libyaml's emitter when installed: the same text, about five times faster than the pure-Python one.
@@ -93,10 +93,11 @@ def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     if "vswitch_count" in delta:
         count, relative = delta["vswitch_count"]
         target = target + count if relative else count
-    explicit = delta.get("vswitch_cidrs", [])
-    zones = delta.get("zones", [])
-    target = max(target, len(explicit), len(zones))
     needs_network = spec["vpc"] is not None or any(spec[key] for key in _NETWORKED)
+    # Zones and CIDRs shape the network's vSwitches; with no network they are not used (and the reply says so).
+    explicit = delta.get("vswitch_cidrs", []) if needs_network else []
+    zones = delta.get("zones", []) if needs_network else []
+    target = max(target, len(explicit), len(zones))
     lb = spec["load_balancer"]
     multi_zone = (lb and lb["kind"] in ("alb", "nlb")) or spec.get("ack") or spec.get("ess") or (spec["rds"] or {}).get("ha")
     minimum = 2 if multi_zone else (1 if needs_network else 0)
@@ -1065,8 +1066,16 @@ def generate(prompt: str, previous: dict[str, Any] | None = None) -> GenerationR
     resolved = resolve(spec)
     summary = describe(resolved)
     unmapped = list(delta["unmapped"]) + _not_expressible(spec)
+    if resolved_has_resources(resolved):
+        unmapped += [f"{value} (stated, but not used)" for value in stated_values(prompt)
+                     if value.lower() not in text.lower() and value.lower() not in summary.lower()
+                     and not any(value.lower() in entry.lower() for entry in unmapped)]
     return GenerationResult(spec=spec, format=spec["format"], text=text, file_name=FORMATS[spec["format"]], template=template,
                             resources=building_blocks(resolved), unmapped=unmapped, summary=summary)
+
+
+def resolved_has_resources(resolved: dict[str, Any]) -> bool:
+    return bool(building_blocks(resolved))
 
 
 def _not_expressible(spec: dict[str, Any]) -> list[str]:

@@ -1043,6 +1043,22 @@ def _blocks(reading: Reading, delta: dict[str, Any]) -> None:
         delta["add"].append(block)
 
 
+_STATED = re.compile(r"(?<![\w.])(?:\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}|(?:ecs|redis|mysql|pg|mssql|mariadb|dds|polar|slb)"
+                     r"\.[a-z0-9-]+(?:\.[a-z0-9-]+)+)(?![\w.])", re.IGNORECASE)
+
+
+def stated_values(prompt: str) -> list[str]:
+    """Values a request states that a template uses verbatim: CIDRs, zones, regions, instance types and classes.
+
+    ``generate`` names the ones its template does not contain, so no stated value is dropped in silence.
+    """
+    text = m.blank_all(normalize(prompt), m.HOST)
+    found = [match.group(0) for match in _STATED.finditer(text)]
+    found += [zone.lower() for zone in _ZONE.findall(text)]
+    found += [region.lower() for region in _REGION.findall(text)]
+    return list(dict.fromkeys(found))
+
+
 _RECENT_SIZE = 64
 _recent: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 _recent_lock = threading.Lock()

@@ -130,6 +130,10 @@ def test_stated_values_not_used_are_named() -> None:
     terraform = generate("Terraform: PostgreSQL 15 with 7 days of backup retention")
     assert terraform.unmapped and "backup retention of 7 days" in terraform.unmapped[0]
     assert generate("PostgreSQL 15 with 7 days of backup retention").unmapped == []  # ROS has the property
+    bucket = generate("Create an OSS bucket in zone cn-hangzhou-h")  # a zone, and nothing placed in zones
+    assert bucket.resources == ["oss_bucket"] and bucket.unmapped == ["cn-hangzhou-h (stated, but not used)"]
+    assert generate("A KMS key with class redis.master.large.default").unmapped == [
+        "redis.master.large.default (stated, but not used)"]
 
 
 def _spec(**changes: Any) -> dict[str, Any]:
