@@ -267,18 +267,17 @@ def _apply_eips(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> No
     spec["eip"] = eip
 
 
-_NAMED = ("vpc", "security_group", "redis", "oss", "ack", "ess", "mongodb", "polardb", "nas", "kms")
+_NAMED = ("vpc", "security_group", "redis", "oss", "ack", "ess", "mongodb", "polardb", "nas")
 
 
 def _apply_names(spec: dict[str, Any], delta: dict[str, Any]) -> None:
-    """Names given to blocks, and the settings only this function knows about (allow-lists, storage class, backups)."""
+    """Names given to blocks ("a VPC named prod-vpc"), and the allow-lists written with a database."""
     for block in _NAMED:
         name = delta["names"].get(block)
         if name and spec.get(block) is not None:
-            key = "name"
             if block == "oss" and delta["oss"].get("name"):
-                continue
-            spec[block] = {**spec[block], key: name.lower() if block == "oss" else name}
+                continue  # the bucket parser read it already
+            spec[block] = {**spec[block], "name": name.lower() if block == "oss" else name}
     for block in ("redis", "mongodb", "polardb"):
         whitelist = (delta.get(block) or {}).get("whitelist")
         if whitelist and spec.get(block):
@@ -1066,16 +1065,12 @@ def generate(prompt: str, previous: dict[str, Any] | None = None) -> GenerationR
     resolved = resolve(spec)
     summary = describe(resolved)
     unmapped = list(delta["unmapped"]) + _not_expressible(spec)
-    if resolved_has_resources(resolved):
+    if building_blocks(resolved):
         unmapped += [f"{value} (stated, but not used)" for value in stated_values(prompt)
                      if value.lower() not in text.lower() and value.lower() not in summary.lower()
                      and not any(value.lower() in entry.lower() for entry in unmapped)]
     return GenerationResult(spec=spec, format=spec["format"], text=text, file_name=FORMATS[spec["format"]], template=template,
                             resources=building_blocks(resolved), unmapped=unmapped, summary=summary)
-
-
-def resolved_has_resources(resolved: dict[str, Any]) -> bool:
-    return bool(building_blocks(resolved))
 
 
 def _not_expressible(spec: dict[str, Any]) -> list[str]:

@@ -33,7 +33,7 @@ BLOCK_ORDER = ("vpc", "vswitch", "security_group", "ecs", "alb", "nlb", "slb", "
                "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack", "ess")
 # Blocks that may be named ("a VPC named prod-vpc", "名为 prod-sg 的安全组").
 NAMEABLE = ("vpc", "security_group", "ecs", "slb", "alb", "nlb", "redis", "oss", "ack", "ess", "mongodb", "polardb", "rds",
-            "nas", "kms")
+            "nas")
 
 _CIDR = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}/\d{1,2})(?![\d.])")
 _REGION_PREFIXES = "cn|ap|us|eu|me|sa|na"
