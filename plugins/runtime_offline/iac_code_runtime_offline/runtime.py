@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 SKILLS = ("iac_generation", "iac_review", "terraform_ros_conversion", "aliyun_ros_operations")
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
 _FILE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.(?:ya?ml|json|tf))\b")
-_REVIEW = re.compile(r"\b(review|audit|check|lint|inspect)\b|审查|检查|评审", re.I)
-_CONVERT = re.compile(r"\bconvert\b|\btranslate\b.*\bros\b|转换|转成|转为", re.I)
-_OPS = re.compile(r"\bstacks?\b|资源栈|\b(validate|deploy|preview)\b.*\btemplate\b|部署|\bvalidatetemplate\b", re.I)
 _STACK_NAME = re.compile(r"(?:named|called|name|名为|名称为?)\s*[:=]?\s*[\"']?([A-Za-z][A-Za-z0-9_-]{0,254})", re.I)
 _STACK_ID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b", re.I)
 _REGION = re.compile(r"\b((?:cn|ap|us|eu|me|sa|na)-[a-z]+(?:-[a-z0-9]+)?)\b")
@@ -64,22 +61,13 @@ def _chunks(text: str) -> list[str]:
 
 
 def choose_skill(turn: TurnRequest) -> str | None:
-    """The skill for this turn: the metadata hint, else the prompt's intent; ``None`` for help."""
+    """The skill for this turn: the metadata hint, else the intent of the whole prompt; ``None`` for help."""
     hint = turn.metadata.get("skill")
     if isinstance(hint, str) and hint in SKILLS:
         return hint
-    prompt = turn.prompt
-    if _REVIEW.search(prompt):
-        return "iac_review"
-    if _CONVERT.search(prompt) and ("alicloud_" in prompt or "terraform" in prompt.lower() or ".tf" in prompt):
-        return "terraform_ros_conversion"
-    if _OPS.search(prompt):
-        return "aliyun_ros_operations"
-    from iac_code_runtime_offline.engine.generation import wants_generation
+    from iac_code_runtime_offline.engine.intent import classify
 
-    if wants_generation(prompt, turn.session.get("generation")):
-        return "iac_generation"
-    return None
+    return classify(turn.prompt, turn.session.get("generation"))
 
 
 def extract_template(prompt: str) -> str | None:

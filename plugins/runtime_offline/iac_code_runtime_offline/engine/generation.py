@@ -1,6 +1,6 @@
 """Deterministic (no LLM, no network) generation of ROS / Terraform templates from requests.
 
-A request in English or Chinese is parsed with keyword/regex rules into a *delta*, which is applied to
+A request in English or Chinese is read into a *delta* (``request_parsing``), which is applied to
 the previous *spec* (a JSON-serialisable dict the caller keeps in the session). The spec is then
 rendered as a ROS template (YAML or JSON) or as Terraform HCL. Follow-ups therefore edit the state
 instead of starting over, and anything we cannot map is reported in ``unmapped``, never dropped.
@@ -18,87 +18,19 @@ from typing import Any
 import yaml
 
 from iac_code_runtime_offline.engine.catalog import RESOURCE_TYPES, ROS_TEMPLATE_VERSION
+from iac_code_runtime_offline.engine.intent import wants_generation
+from iac_code_runtime_offline.engine.request_parsing import ANYWHERE, DEFAULT_IMAGE, RDS_DEFAULTS, parse_request, stated_values
 from iac_code_runtime_offline.engine.terraform_render import listener_ports, render_terraform
 
-NUMBER_WORDS = {
-    "a": 1, "an": 1, "another": 1, "one": 1, "single": 1, "two": 2, "both": 2, "three": 3, "four": 4, "five": 5,
-    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-    "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10,
-}
-_NUM = r"(\d+|an?|another|one|single|two|both|three|four|five|six|seven|eight|nine|ten|[一两二三四五六七八九十])"
+# libyaml's emitter when installed: the same text, about five times faster than the pure-Python one.
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 MAX_VSWITCHES = 16
 MAX_INSTANCES = 20
+MAX_EIPS = 20
 DEFAULT_VPC_CIDR = "192.168.0.0/16"
-ANYWHERE = "0.0.0.0/0"
 FORMATS = {"ros-yaml": "template.ros.yaml", "ros-json": "template.ros.json", "terraform": "main.tf"}
-
-_CIDR = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}/\d{1,2})(?![\d.])")
-_REGION_PREFIXES = "cn|ap|us|eu|me|sa|na"
-_ZONE = re.compile(rf"\b((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+)?-[a-z])\b", re.IGNORECASE)
-_REGION = re.compile(rf"\b((?:{_REGION_PREFIXES})-[a-z]+(?:-\d+)?)\b(?!-[a-z]\b)", re.IGNORECASE)
-REGION_NAMES = {
-    "杭州": "cn-hangzhou", "上海": "cn-shanghai", "北京": "cn-beijing", "深圳": "cn-shenzhen", "张家口": "cn-zhangjiakou",
-    "青岛": "cn-qingdao", "成都": "cn-chengdu", "香港": "cn-hongkong", "新加坡": "ap-southeast-1", "hangzhou": "cn-hangzhou",
-    "shanghai": "cn-shanghai", "beijing": "cn-beijing", "shenzhen": "cn-shenzhen", "hong kong": "cn-hongkong",
-    "singapore": "ap-southeast-1", "frankfurt": "eu-central-1", "silicon valley": "us-west-1", "tokyo": "ap-northeast-1",
-}
-
-# Things people ask for that the engine cannot generate: (pattern, name reported in ``unmapped``).
-UNMAPPED_PATTERNS: list[tuple[str, str]] = [
-    (r"(?<!\.)\bcdn\b(?!\.)|内容分发", "CDN"),  # not a label of a domain name (cdn.example.com)
-    (r"elastic ?search(?:\s+cluster)?", "Elasticsearch"),
-    (r"\bkafka\b(?:\s+cluster)?", "Kafka"),
-    (r"rocket ?mq|rabbit ?mq|message queue|消息队列", "Message queue"),
-    (r"\bwaf\b|web application firewall", "WAF"),
-    (r"cloud firewall|云防火墙", "Cloud Firewall"),
-    (r"vpn(?:\s+gateway)?", "VPN gateway"),
-    (r"\bcen\b|cloud enterprise network", "CEN"),
-    (r"api gateway|api网关", "API Gateway"),
-    (r"\bram users?\b|ram ?用户", "RAM user"),
-    (r"\bssl certificate|证书", "SSL certificate"),
-    # Plain HTTP/TCP listeners are generated with the load balancer; an HTTPS one needs a certificate.
-    (r"\bhttps\s+listeners?\b|https\s*监听", "HTTPS listener (needs an SSL certificate)"),
-]
-
-_BLOCK_PATTERNS: dict[str, str] = {
-    "vpc": r"\bvpcs?\b|专有网络|virtual private cloud",
-    "vswitch": r"v-?switch(?:es)?|交换机|subnets?|子网",
-    "security_group": r"security group|安全组|firewall rules?|防火墙",
-    "ecs": (r"\becs\b|ecs\.[a-z0-9]+\.|(?<!sql )\bservers?\b|\bvms?\b"
-            r"|virtual machines?|\binstances?\b|云服务器|服务器|虚拟机|主机|实例"),
-    "alb": r"\balb\b|application load balancer|应用型负载均衡",
-    "nlb": r"\bnlb\b|network load balancer|网络型负载均衡",
-    "slb": r"\bslb\b|\bclb\b|load balancer|负载均衡",
-    "nat": r"\bnat\b|nat ?网关",
-    "eip": r"\beips?\b|elastic ip|弹性公网|弹性ip",
-    "rds": r"\brds\b|mysql|postgres(?:ql)?|\bpg\b|sql ?server|mssql|mariadb|\bdatabase\b|\bdb\b|数据库",
-    "redis": r"redis|kvstore|\btair\b|缓存",
-    "oss": r"\boss\b|buckets?|object storage|对象存储|存储桶",
-    "kms": r"\bkms\s+keys?\b|customer master key|\bcmks?\b|kms\s*密钥|(?<!ssh )\bencryption keys?\b|加密密钥|主密钥",
-    "sls": r"log service|\bsls\b|日志服务|\blog ?stores?\b|日志库|\blog project\b|日志项目",
-    "mongodb": r"mongo ?db|\bmongo\b|\bdds\b",
-    "nas": r"\bnas\b|file ?system|文件存储|文件系统|shared (?:file )?storage|\bnfs\b|\bsmb share\b",
-    "ack": r"\b(?:kubernetes|k8s|ack)\b|容器服务|k8s集群",
-    "ess": r"auto ?scal(?:ing|ed)|scaling group|\bess\b|弹性伸缩|伸缩组|autoscal",
-    "fc": (r"function compute|\bfc\b|函数计算|函数|serverless functions?"
-           r"|\bfunctions?\b(?=.*\b(?:http|trigger|python|node|java|go)\b)"
-           r"|\b(?:python|node(?:\.?js)?|java|golang|go)\b[\w. ]{0,12}\bfunctions?\b"),
-    "ram": r"\bram (?:roles?|polic(?:y|ies))\b|\b(?:iam|instance|service) roles?\b|ram ?角色|权限策略|授权策略|实例角色",
-    "dns": (r"\bdns\b|\balidns\b|云解析|解析记录|域名解析|domain (?:name )?record|\b(?:a|aaaa|cname|txt|mx) records?\b"
-            r"|\b(?:a|aaaa|cname|txt|mx)\s*记录"),
-    "polardb": r"polar ?db",
-}
-# What names another database engine, so that "PolarDB MySQL" or "a MongoDB database" is not also an RDS instance.
-_OTHER_DATABASES = re.compile(r"polar ?db(?:\s*(?:for\s+)?(?:mysql|postgres(?:ql)?|pg))?(?:\s*\d+(?:\.\d+)?)?"
-                              r"(?:\s*(?:database|db|cluster|数据库|集群))?|(?:mongo ?db|\bmongo\b)(?:\s*\d+(?:\.\d+)?)?"
-                              r"(?:\s*(?:database|db|数据库))?", re.IGNORECASE)
-_DB_INSTANCE_PHRASE = re.compile(
-    r"(?:rds|redis|kvstore|mysql|postgres(?:ql)?|pg|sql ?server|database|db|cache|mongo ?db|\bmongo|polar ?db|数据库|缓存)"
-    r"\s*(?:[\w.]+\s+)?(?:instances?|实例)",
-    re.IGNORECASE)
-_REMOVE = (r"(?:\b(?:remove|delete|drop|without|get rid of|no(?:\s+more|\s+longer\s+(?:need|want))?|(?:don't|do not) need)\b"
-           r"|删除|去掉|移除|不要|不需要)\s*(?:the\s+|a\s+|an\s+|all\s+)?")
-_ADD_WORDS = re.compile(r"\b(?:add|another|more|extra|additional)\b|增加|再加|添加|新增|再", re.IGNORECASE)
+__all__ = ["GenerationResult", "apply_delta", "building_blocks", "describe", "empty_spec", "generate", "parse_request",
+           "ram_documents", "render", "render_ros", "resolve", "split_domain", "wants_generation"]
 
 
 @dataclass(frozen=True)
@@ -115,416 +47,7 @@ class GenerationResult:
     summary: str = ""
 
 
-# ---------------------------------------------------------------- small parsing helpers
-
-
-def _number(word: str) -> int:
-    """An integer from digits or an English/Chinese number word (unknown words count as 1)."""
-    word = word.lower()
-    return int(word) if word.isdigit() else NUMBER_WORDS.get(word, 1)
-
-
-def _has(text: str, pattern: str) -> bool:
-    return re.search(pattern, text, re.IGNORECASE) is not None
-
-
-def _mentions(block: str, text: str) -> bool:
-    """Whether the text mentions a building block (database/cache "instances" are not ECS instances)."""
-    if block == "ecs":
-        text = _DB_INSTANCE_PHRASE.sub(" ", text)
-        if _has(text, _BLOCK_PATTERNS["ack"]):  # a cluster's node types and nodes are its node pool's, not instances
-            text = re.sub(r"\becs\.[\w.-]+|\b(?:worker\s+)?nodes?\b|节点|node ?pools?|节点池", " ", text, flags=re.IGNORECASE)
-        text = re.sub(r"\binstance roles?\b|实例角色", " ", text, flags=re.IGNORECASE)
-    if block == "rds":
-        text = _OTHER_DATABASES.sub(" ", text)
-    if block == "slb":
-        text = re.sub(r"(?:application|network) load balancer|应用型负载均衡|网络型负载均衡", " ", text, flags=re.IGNORECASE)
-    return _has(text, _BLOCK_PATTERNS[block])
-
-
-def _removes(block: str, text: str) -> bool:
-    """Whether the text asks to remove a block ("remove the NAT gateway", "不要Redis")."""
-    pattern = _BLOCK_PATTERNS[block]
-    return _has(text, rf"{_REMOVE}(?:{pattern})") and not _has(text, rf"\badd\b[^.]*(?:{pattern})")
-
-
-def _count_before(text: str, nouns: str) -> int | None:
-    """The count written just before ``nouns`` ("two vSwitches", "3台服务器", "2 more ECS"), if any."""
-    pattern = rf"(?<![A-Za-z0-9.]){_NUM}\s*(?:个|台|x\s*)?\s*(?:(?:more|extra|additional|new)\s+)?(?:{nouns})"
-    match = re.search(pattern, text, re.IGNORECASE)
-    return _number(match.group(1)) if match else None
-
-
-def region_of(text: str) -> str | None:
-    """An Alibaba Cloud region id (or a well-known city name) mentioned in the text."""
-    match = _REGION.search(text)
-    if match:
-        return match.group(1).lower()
-    zone = _ZONE.search(text)
-    if zone:
-        return zone.group(1).lower().rsplit("-", 1)[0]
-    lowered = text.lower()
-    for name, region in REGION_NAMES.items():
-        if name in lowered:
-            return region
-    return None
-
-
-def normalize(prompt: str) -> str:
-    """Space out CJK/ASCII boundaries ("两台ECS服务器" -> "两台 ECS 服务器") so ``\\b`` works in every pattern."""
-    return re.sub(r"(?<=[\u4e00-\u9fff])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[\u4e00-\u9fff])", " ", prompt)
-
-
-def _unmapped(text: str) -> tuple[list[str], str]:
-    """Names of unsupported things asked for, and the text with them blanked out (so they map to nothing else)."""
-    found: list[str] = []
-    for pattern, name in UNMAPPED_PATTERNS:
-        if _has(text, pattern):
-            if name not in found:
-                found.append(name)
-            text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
-    return found, text
-
-
-def _clauses(text: str) -> list[str]:
-    """Split a request into clauses, keeping "80, 443" lists together."""
-    splitter = (r"[;；。\n]|[,，](?!\s*\d)|\bwhile\b|\bbut\b|\bplus\b"
-                r"|\band\b(?=\s+(?:ssh|rdp|https?|icmp|ping|open|allow|ports?)\b)")
-    return [part for part in re.split(splitter, text, flags=re.IGNORECASE) if part and part.strip()]
-
-
-# ---------------------------------------------------------------- network
-
-
-def _cidrs(text: str) -> tuple[str | None, list[str], list[str]]:
-    """(VPC CIDR, vSwitch CIDRs, source CIDRs) written in the text."""
-    vpc: str | None = None
-    vswitches: list[str] = []
-    sources: list[str] = []
-    last: list[str] | None = None
-    last_end = 0
-    for match in _CIDR.finditer(text):
-        cidr = match.group(1)
-        try:
-            ipaddress.ip_network(cidr, strict=False)
-        except ValueError:
-            continue
-        before = text[max(0, match.start() - 40):match.start()].lower()
-        if last is not None and re.search(r"^\s*(?:,|，|、|and|or|和|及|与)\s*$", text[last_end:match.start()]):
-            target = last  # a list continues: "vSwitches 10.1.1.0/24 and 10.1.2.0/24", "from 10.0.0.0/8, 172.16.0.0/12"
-        elif re.search(r"(?:from|source|only|允许|来自|来源|仅)\s*(?:ip\s*|cidr\s*|the\s+)?(?:range\s*)?$", before):
-            target = sources
-        elif re.search(r"(?:v-?switch(?:es)?|交换机|subnets?|子网)[^/]*$", before):
-            target = vswitches
-        elif vpc is None:
-            vpc = cidr
-            last, last_end = None, match.end()
-            continue
-        else:
-            target = vswitches
-        target.append(cidr)
-        last, last_end = target, match.end()
-    return vpc, vswitches, sources
-
-
-def _parse_network(text: str, delta: dict[str, Any]) -> None:
-    """VPC CIDR, vSwitch count/CIDRs/zones and region into ``delta``."""
-    vpc_cidr, vsw_cidrs, _ = _cidrs(text)
-    if vpc_cidr:
-        delta["vpc_cidr"] = vpc_cidr
-    if vsw_cidrs:
-        delta["vswitch_cidrs"] = vsw_cidrs
-    zones = [zone.lower() for zone in _ZONE.findall(text)]
-    if zones:
-        delta["zones"] = list(dict.fromkeys(zones))
-    region = region_of(text)
-    if region:
-        delta["region"] = region
-    count = _count_before(text, r"v-?switch(?:es)?|交换机|subnets?|子网")
-    multi_zone = (r"(?:two|2|multiple|多个|两个|双)\s*(?:availability\s+)?(?:zones|可用区)|multi-?(?:zone|az)"
-                  r"|high availability|highly available|高可用")
-    if count is None and _has(text, multi_zone):
-        count = 2
-    if count is not None:
-        relative = bool(_ADD_WORDS.search(text)) and _mentions("vswitch", text)
-        removing = _has(text, rf"{_REMOVE}(?:\w+\s+)?(?:v-?switch|交换机|subnet)")
-        delta["vswitch_count"] = (-count if removing else count, relative or removing)
-
-
-# ---------------------------------------------------------------- security group rules
-
-_NAMED_PORTS = [(r"\bssh\b", "22/22"), (r"\brdp\b|remote desktop|远程桌面", "3389/3389"), (r"\bhttps\b", "443/443"),
-                (r"\bhttp\b(?!s)", "80/80"), (r"\bping\b|\bicmp\b", "-1/-1")]
-_PORT_ITEM = (r"\d{1,5}(?:\s*(?:-|~|to)\s*\d{1,5})?"
-              r"(?!\d|\.\d|\s*(?:gb|g\b|个|台|x\b|vcpu|core|ecs|instances?|servers?|v-?switch|交换机))")
-_PORT_LIST = rf"({_PORT_ITEM}(?:\s*(?:,|，|、|/|and|&|和|及|与|or)\s*(?:ports?\s*)?{_PORT_ITEM})*)"
-_PORT_CONTEXTS = [
-    re.compile(rf"(?:open|allow|expose|开放|放行|放通|允许|打开)\s*(?:the\s+)?(?:inbound\s+)?(?:tcp\s+|udp\s+)?(?:ports?\s*|端口\s*)?{_PORT_LIST}",
-               re.IGNORECASE),
-    re.compile(rf"(?:ports?|端口)\s*:?\s*{_PORT_LIST}", re.IGNORECASE),
-    re.compile(rf"{_PORT_LIST}\s*(?:端口|ports?\b)", re.IGNORECASE),
-]
-
-
-def _ports(clause: str) -> list[str]:
-    """Port ranges ("22/22", "8000/8080") mentioned in one clause."""
-    ranges: list[str] = []
-    for pattern, port_range in _NAMED_PORTS:
-        if _has(clause, pattern):
-            ranges.append(port_range)
-    for context in _PORT_CONTEXTS:
-        for match in context.finditer(clause):
-            for item in re.findall(r"(\d{1,5})(?:\s*(?:-|~|to)\s*(\d{1,5}))?", match.group(1)):
-                low, high = int(item[0]), int(item[1] or item[0])
-                if 0 < low <= high <= 65535:
-                    ranges.append(f"{low}/{high}")
-    return list(dict.fromkeys(ranges))
-
-
-def _explicit_source(clause: str) -> str | None:
-    """The source CIDR a clause opens ports to, if it says so."""
-    _, _, sources = _cidrs(clause)
-    if sources:
-        return sources[0]
-    if _has(clause, r"anywhere|any ip|the internet|the world|everyone|public(?:ly)?|0\.0\.0\.0/0|任意|任何|所有ip|公网|互联网"):
-        return ANYWHERE
-    return None
-
-
-def _parse_rules(text: str) -> list[dict[str, str]]:
-    """Ingress rules: ports per clause with their source (secure default: admin ports only from the VPC)."""
-    clauses = _clauses(text)
-    # A source said in a clause of its own ("..., only from 10.0.0.0/8") applies to the ports of the other clauses.
-    loose = {source for clause in clauses if not _ports(clause) for source in [_explicit_source(clause)] if source}
-    fallback = loose.pop() if len(loose) == 1 else None
-    rules: list[dict[str, str]] = []
-    for clause in clauses:
-        source = _explicit_source(clause) or fallback
-        protocol = "udp" if _has(clause, r"\budp\b") else "tcp"
-        for port_range in _ports(clause):
-            rule_protocol = "icmp" if port_range == "-1/-1" else protocol
-            rule = {"protocol": rule_protocol, "port_range": port_range, "source": source or ""}
-            if rule not in rules:
-                rules.append(rule)
-    return rules
-
-
-# ---------------------------------------------------------------- compute and data services
-
-_IMAGES = [
-    (r"ubuntu", "ubuntu_22_04_x64_20G_alibase_20240807.vhd"),
-    (r"centos", "centos_7_9_x64_20G_alibase_20240628.vhd"),
-    (r"debian", "debian_12_6_x64_20G_alibase_20240823.vhd"),
-    (r"windows", "win2022_21H2_x64_dtc_en-us_40G_alibase_20240816.vhd"),
-    (r"alibaba cloud linux|aliyun linux|alinux", "aliyun_3_x64_20G_alibase_20240819.vhd"),
-]
-DEFAULT_IMAGE = "aliyun_3_x64_20G_alibase_20240819.vhd"
-_ECS_NOUNS = (r"(?:(?:web|app|application|backend|frontend|worker|linux|ubuntu|centos|debian|windows|alibaba cloud linux"
-              r"|private|public|small|large|identical)\s+){0,2}(?:ecs\s+)?"
-              r"(?:instances?|servers?|vms?|virtual machines?|ecs|云服务器|服务器|ecs实例|实例|主机|虚拟机)")
-
-
-def _size(text: str, nouns: str) -> int | None:
-    """A size in GB written next to ``nouns`` ("40 GB system disk", "system disk of 40GB", "系统盘40G")."""
-    for pattern in (rf"(\d+)\s*(?:gb|gib|g)\b\s*(?:of\s+)?(?:{nouns})",
-                    rf"(?:{nouns})\s*(?:size\s*)?(?:of|:|=|为)?\s*(\d+)\s*(?:gb|gib|g)?",
-                    rf"(\d+)\s*(?:gb|gib|g)(?:的)?(?:{nouns})"):
-        match = re.search(pattern, text, re.IGNORECASE)
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def _parse_ecs(text: str, previous: dict[str, Any] | None) -> dict[str, Any]:
-    """ECS instance settings written in the text (only what is mentioned)."""
-    ecs: dict[str, Any] = {}
-    stripped = _DB_INSTANCE_PHRASE.sub(" ", text)
-    count = _count_before(stripped, _ECS_NOUNS)
-    if count is not None:
-        relative = previous is not None and bool(_ADD_WORDS.search(stripped))
-        ecs["count"] = (count, relative)
-    instance_type = re.search(r"\b(ecs\.[a-z0-9-]+\.[a-z0-9]+)\b", text, re.IGNORECASE)
-    if instance_type:
-        ecs["instance_type"] = instance_type.group(1).lower()
-    image = re.search(r"\b(m-[a-z0-9]{8,})\b|\b([\w.-]+\.vhd)\b", text, re.IGNORECASE)
-    if image:
-        ecs["image"] = image.group(1) or image.group(2)
-    else:
-        for pattern, image_id in _IMAGES:
-            if _has(text, pattern):
-                ecs["image"] = image_id
-                break
-    system_disk = _size(text, r"system disks?|系统盘")
-    if system_disk:
-        ecs["system_disk"] = system_disk
-    # "a 100 GB cloud disk" is a data disk too: only a system disk is named so.
-    data_disk = _size(text, r"data disks?|(?:cloud|essd|ssd|extra|additional|second)\s+disks?|数据盘|云盘")
-    if data_disk:
-        ecs["data_disk"] = data_disk
-    return ecs
-
-
-_RDS_DEFAULTS = {
-    "MySQL": ("8.0", "mysql.n2.medium.1"),
-    "PostgreSQL": ("14.0", "pg.n2.medium.1"),
-    "SQLServer": ("2019_std_ha", "mssql.x4.medium.s2"),
-    "MariaDB": ("10.3", "mariadb.n2.medium.2c"),
-}
-
-
-def _parse_rds(text: str) -> dict[str, Any]:
-    """RDS engine, version, class and storage written in the text."""
-    rds: dict[str, Any] = {}
-    if _has(text, r"sql ?server|mssql"):
-        rds["engine"] = "SQLServer"
-        version = re.search(r"sql ?server\s*(20\d\d)", text, re.IGNORECASE)
-        if version:
-            rds["version"] = f"{version.group(1)}_std_ha"
-    elif _has(text, r"postgres|\bpg\b|pgsql"):
-        rds["engine"] = "PostgreSQL"
-        version = re.search(r"(?:postgres(?:ql)?|pg)\s*v?(\d{2})(?:\.\d)?", text, re.IGNORECASE)
-        if version:
-            rds["version"] = f"{version.group(1)}.0"
-    elif _has(text, r"mariadb"):
-        rds["engine"] = "MariaDB"
-    elif _has(text, r"mysql"):
-        rds["engine"] = "MySQL"
-        version = re.search(r"mysql\s*v?(\d\.\d)", text, re.IGNORECASE)
-        if version:
-            rds["version"] = version.group(1)
-    db_class = re.search(r"\b((?:mysql|pg|mssql|rds|mariadb)\.[a-z0-9]+(?:\.[a-z0-9]+)+)\b", text, re.IGNORECASE)
-    if db_class:
-        rds["class"] = db_class.group(1).lower()
-    storage = _size(text, r"(?:of\s+)?(?:database\s+|db\s+)?storage|存储空间|存储")
-    if storage:
-        rds["storage"] = storage
-    account = re.search(r"(?:(?:database|db)\s+)?(?:account|user(?:name)?|账号|用户)\s*(?:named|called|name|名为|名称为|叫)?\s*"
-                        r"[\"'`]?([a-z][a-z0-9_]{1,31})[\"'`]?(?=\W|$)", text, re.IGNORECASE)
-    if account and account.group(1).lower() not in _NOT_NAMES:
-        rds["account"] = account.group(1).lower()
-    if _has(text, r"highly available|high availability|\bha\b|multi-?zone|multi-?az|across (?:two|2|multiple) zones"
-                  r"|高可用|多可用区|双可用区"):
-        rds["ha"] = True
-    whitelist = re.search(r"(?:white ?list|allow(?:ed|ing)?\s+(?:access\s+)?from|白名单|允许)\s*(?:of|:|为)?\s*"
-                          r"((?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?)", text, re.IGNORECASE)
-    if whitelist:
-        rds["whitelist"] = whitelist.group(1)
-    return rds
-
-
-_NOT_NAMES = {"with", "and", "for", "that", "to", "in", "named", "called", "name", "password", "of", "the", "a", "an"}
-
-
-def _parse_redis(text: str) -> dict[str, Any]:
-    redis: dict[str, Any] = {}
-    version = re.search(r"redis\s*v?(\d\.\d)", text, re.IGNORECASE)
-    if version:
-        redis["version"] = version.group(1)
-    redis_class = re.search(r"\b(redis\.[a-z0-9]+(?:\.[a-z0-9]+)+)\b", text, re.IGNORECASE)
-    if redis_class:
-        redis["class"] = redis_class.group(1).lower()
-    else:
-        memory = (re.search(r"(?:memory|ram|内存)\s*(?:of\s+|为|:)?\s*(\d+)\s*(?:gb|gib|g)\b", text, re.IGNORECASE)
-                  or re.search(r"(\d+)\s*(?:gb|gib|g)\s*(?:of\s+)?(?:memory|ram|内存)", text, re.IGNORECASE)
-                  # "Redis 7.0 with 4 GB": a size in the same clause, not a disk's or the storage's
-                  or re.search(r"redis(?:(?!\band\b|[,，;；]).){0,40}?(\d+)\s*(?:gb|gib|g)\b"
-                               r"(?!\s*(?:of\s+)?(?:\w+\s+)?(?:disks?|storage|云盘|磁盘|存储))", text, re.IGNORECASE))
-        if memory:
-            redis["class"] = _redis_class(int(memory.group(1)))
-    return redis
-
-
-# Standard (master-replica) KVStore classes by memory in GB: the smallest that holds the request.
-_REDIS_CLASSES = [(1, "redis.master.small.default"), (2, "redis.master.mid.default"), (4, "redis.master.stand.default"),
-                  (8, "redis.master.large.default"), (16, "redis.master.2xlarge.default"),
-                  (32, "redis.master.4xlarge.default")]
-
-
-def _redis_class(gigabytes: int) -> str:
-    return next((name for size, name in _REDIS_CLASSES if gigabytes <= size), _REDIS_CLASSES[-1][1])
-
-
-def _parse_oss(text: str) -> dict[str, Any]:
-    oss: dict[str, Any] = {}
-    name = re.search(r"(?:bucket|存储桶)[，,]?\s*(?:named|called|name|名为|名称为|叫)?\s*"
-                     r"[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)", text, re.IGNORECASE)
-    if name and name.group(1).lower() not in {"with", "and", "for", "that", "to", "in", "named", "called"}:
-        oss["name"] = name.group(1).lower()
-    if _has(text, r"\bkms\b"):
-        oss["encryption"] = "KMS"
-    if _has(text, r"public[- ]read|公共读"):
-        oss["acl"] = "public-read"
-    if _has(text, r"versioning|versioned|多版本|版本控制"):
-        oss["versioning"] = True
-    expire = (re.search(r"(?:expire|delete|remove|过期|删除)\w*\s*(?:objects?\s*|files?\s*)?(?:after|in|older than)?\s*(\d+)\s*"
-                        r"(?:days?|天)", text, re.IGNORECASE)
-              or re.search(r"(\d+)\s*(?:days?|天)\s*(?:后)?(?:过期|删除|expiry|expiration)", text, re.IGNORECASE)
-              or re.search(r"lifecycle[^.;,，。]*?(\d+)\s*(?:days?|天)", text, re.IGNORECASE))
-    if expire and 0 < int(expire.group(1)) <= 36_500:
-        oss["expire_days"] = int(expire.group(1))
-    return oss
-
-
-def _first(pattern: str, text: str) -> str | None:
-    """The first group of the first match of ``pattern`` (case-insensitive), or None."""
-    match = re.search(pattern, text, re.IGNORECASE)
-    return match.group(1) if match else None
-
-
-def _put_found(target: dict[str, Any], key: str, value: Any) -> None:
-    if value is not None:
-        target[key] = value
-
-
-def _parse_mongodb(text: str) -> dict[str, Any]:
-    """MongoDB version ("MongoDB 6.0"), class ("dds.mongo.mid") and storage."""
-    mongo: dict[str, Any] = {}
-    _put_found(mongo, "version", _first(r"mongo ?(?:db)?\s*v?(\d\.\d)", text))
-    db_class = _first(r"\b(dds\.mongo\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text)
-    _put_found(mongo, "class", db_class.lower() if db_class else None)
-    _put_found(mongo, "storage", _size(text, r"(?:of\s+)?storage|存储空间|存储"))
-    return mongo
-
-
-def _parse_polardb(text: str) -> dict[str, Any]:
-    """PolarDB engine (MySQL or PostgreSQL), version and node class."""
-    polar: dict[str, Any] = {}
-    if _has(text, r"polar ?db\s*(?:for\s+)?(?:postgres(?:ql)?|pg)\b"):
-        polar["engine"] = "PostgreSQL"
-        _put_found(polar, "version", _first(r"(?:postgres(?:ql)?|pg)\s*v?(\d{2})", text))
-    else:
-        _put_found(polar, "version", _first(r"mysql\s*v?(\d\.\d)", text))
-    node_class = _first(r"\b(polar\.(?:mysql|pg)\.[a-z0-9]+(?:\.[a-z0-9]+)*)\b", text)
-    _put_found(polar, "class", node_class.lower() if node_class else None)
-    return polar
-
-
-# Suffixes under which a registered domain has three labels (example.com.cn).
 _SECOND_LEVEL = {"com.cn", "net.cn", "org.cn", "gov.cn", "edu.cn", "co.uk", "org.uk", "co.jp", "com.hk", "com.sg"}
-_NOT_DOMAINS = re.compile(r"^(?:ecs|redis|mysql|pg|mssql|polar|dds|slb|rds|mariadb)\.", re.IGNORECASE)
-
-
-def _parse_dns(text: str) -> dict[str, Any]:
-    """A DNS record: its full name ("www.example.com"), type and value (an address, a host, or our load balancer)."""
-    dns: dict[str, Any] = {}
-    names = [n for n in re.findall(r"\b((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})\b", text, re.IGNORECASE)
-             if not _NOT_DOMAINS.match(n) and not re.fullmatch(r"[\d.]+", n)]
-    target = re.search(r"(?:to|pointing to|points to|resolv\w* to|指向|解析到)\s*((?:\d{1,3}\.){3}\d{1,3}|"
-                       r"(?:[a-z0-9-]+\.)+[a-z]{2,24})", text, re.IGNORECASE)
-    if names:
-        name = names[0].lower()
-        if target and target.group(1).lower() == name and len(names) > 1:
-            name = names[1].lower()
-        dns["name"] = name
-    if target and target.group(1).lower() != dns.get("name"):
-        dns["value"] = target.group(1).lower()
-    kind = re.search(r"\b(aaaa|cname|txt|mx|a)\s+records?\b", text, re.IGNORECASE)
-    if kind:
-        dns["type"] = kind.group(1).upper()
-    ttl = re.search(r"\bttl\s*(?:of|=|:)?\s*(\d+)", text, re.IGNORECASE)
-    if ttl:
-        dns["ttl"] = int(ttl.group(1))
-    return dns
 
 
 def split_domain(name: str) -> tuple[str, str]:
@@ -534,41 +57,6 @@ def split_domain(name: str) -> tuple[str, str]:
     if len(labels) <= size:
         return "@", name
     return ".".join(labels[:-size]), ".".join(labels[-size:])
-
-
-_RAM_PRINCIPALS = [(r"function compute|\bfc\b|函数计算", "fc.aliyuncs.com"),
-                   (r"\back\b|kubernetes|\bk8s\b|容器服务", "cs.aliyuncs.com"),
-                   (r"\bros\b|resource orchestration|资源编排", "ros.aliyuncs.com"),
-                   (r"\becs\b|instances?|servers?|实例|服务器", "ecs.aliyuncs.com")]
-
-
-def _parse_ram(text: str) -> dict[str, Any]:
-    """A RAM role: who assumes it (ECS, FC, ACK, ROS) and the access its policy grants, as written."""
-    ram: dict[str, Any] = {}
-    name = re.search(r"(?:role|角色)\s*(?:named|called|name|名为|叫)\s*[\"'`]?([a-z][a-z0-9-]{1,63})[\"'`]?", text, re.IGNORECASE)
-    if name:
-        ram["name"] = name.group(1)
-    lower = text.lower()
-    for pattern, service in _RAM_PRINCIPALS:
-        if re.search(pattern, lower):
-            ram["principal"] = service
-            break
-    read_only = _has(text, r"read[- ]?only|\bread\b|只读|读取")
-    actions: list[str] = []
-    if _has(text, r"\boss\b|buckets?|对象存储"):
-        actions += ["oss:GetObject", "oss:ListObjects"] if read_only else ["oss:GetObject", "oss:ListObjects",
-                                                                            "oss:PutObject", "oss:DeleteObject"]
-    if _has(text, r"\bkms\b|decrypt|解密"):
-        actions += ["kms:Decrypt"]
-    if _has(text, r"log service|\bsls\b|\blogs?\b|日志"):
-        actions += ["log:GetLogStoreLogs"] if read_only else ["log:PostLogStoreLogs"]
-    if actions:
-        ram["actions"] = actions
-    bucket = re.search(r"bucket\s*(?:named|called|name|名为)?\s*[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)", text,
-                       re.IGNORECASE)
-    if bucket and bucket.group(1).lower() not in _NOT_NAMES:
-        ram["bucket"] = bucket.group(1).lower()
-    return ram
 
 
 def ram_documents(ram: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -582,207 +70,6 @@ def ram_documents(ram: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] |
         resources = [f"acs:oss:*:*:{ram['bucket']}", f"acs:oss:*:*:{ram['bucket']}/*"]
     policy = {"Version": "1", "Statement": [{"Effect": "Allow", "Action": ram["actions"], "Resource": resources}]}
     return trust, policy
-
-
-# In a RAM request, who assumes the role and what it may access are not things to create.
-_RAM_CONTEXT = re.compile(
-    r"(?:for|used by|assumed by|给|供)\s*(?:the\s+)?(?:\w+\s+)?(?:ecs(?:\s+instances?)?|instances?|servers?|function compute"
-    r"|\bfc\b|\back\b|kubernetes|\bros\b)(?!\s*roles?\b)"
-    r"|(?:函数计算|容器服务|ecs ?实例|实例|服务器)\s*(?:使用的|用的|使用)"
-    r"|(?:(?:read[- ]?only|full|write|read)\s+)?access\s+to\s+(?:the\s+)?(?:oss\s+buckets?|buckets?|oss|kms|log service|logs?)"
-    r"(?:\s+(?:named|called)\s+[\w-]+)?",
-    re.IGNORECASE)
-
-
-_FC_RUNTIMES = [(r"python\s*3\.12", "python3.12"), (r"python\s*3\.9", "python3.9"), (r"python", "python3.10"),
-                (r"node(?:\.?js)?\s*20", "nodejs20"), (r"node(?:\.?js)?", "nodejs18"), (r"\bjava\s*8\b", "java8"),
-                (r"\bjava\b", "java11"), (r"\bgo(?:lang)?\b", "go1"), (r"\bphp\b", "php7.2")]
-
-
-def _parse_ess(text: str) -> dict[str, Any]:
-    """Auto scaling bounds: "between 2 and 10", "min 2 max 10", "from 2 to 10 instances", "最少2台最多10台"."""
-    ess: dict[str, Any] = {}
-    pair = (re.search(r"between\s+(\d+)\s+and\s+(\d+)", text, re.IGNORECASE)
-            or re.search(r"(?:from|scal\w*\s+from)\s+(\d+)\s+(?:to|up to)\s+(\d+)", text, re.IGNORECASE)
-            or re.search(r"(\d+)\s*(?:-|~|到|至)\s*(\d+)\s*(?:台|个|instances?|servers?)", text, re.IGNORECASE))
-    if pair:
-        ess["min"], ess["max"] = int(pair.group(1)), int(pair.group(2))
-    low = re.search(r"(?:min(?:imum)?|at least|最少|最小)\s*(?:of|=|:|为)?\s*(\d+)", text, re.IGNORECASE)
-    high = re.search(r"(?:max(?:imum)?|at most|up to|最多|最大)\s*(?:of|=|:|为)?\s*(\d+)", text, re.IGNORECASE)
-    if low:
-        ess["min"] = int(low.group(1))
-    if high:
-        ess["max"] = int(high.group(1))
-    return ess
-
-
-def _parse_ack(text: str) -> dict[str, Any]:
-    """An ACK managed cluster: node count, node instance type, Kubernetes version, a public API endpoint if asked."""
-    ack: dict[str, Any] = {}
-    nodes = re.search(r"(\d+|\w+)\s*(?:worker\s+)?(?:nodes?|个节点|台节点|节点)", text, re.IGNORECASE)
-    if nodes:
-        count = int(nodes.group(1)) if nodes.group(1).isdigit() else NUMBER_WORDS.get(nodes.group(1).lower())
-        if count and 0 < count <= 100:
-            ack["nodes"] = count
-    node_type = re.search(r"\b(ecs\.[a-z0-9-]+\.[a-z0-9]+)\b", text, re.IGNORECASE)
-    if node_type:
-        ack["node_type"] = node_type.group(1).lower()
-    version = re.search(r"(?:kubernetes|k8s|ack)\s*v?(1\.\d{2}(?:\.\d+)?)", text, re.IGNORECASE)
-    if version:
-        ack["version"] = version.group(1)
-    if _has(text, r"public (?:api|endpoint)|api server .*(?:public|internet)|公网访问|公网api"):
-        ack["public_api"] = True
-    return ack
-
-
-_FC_HTTP = re.compile(r"(?:public\s+|anonymous\s+)?https?\s+(?:triggers?|endpoints?)|(?:公开的?)?\s*https?\s*触发器",
-                      re.IGNORECASE)
-
-
-def _parse_fc(text: str) -> dict[str, Any]:
-    """Function Compute: runtime, memory, timeout, names, an HTTP trigger (anonymous only when asked)."""
-    fc: dict[str, Any] = {}
-    for pattern, runtime in _FC_RUNTIMES:
-        if _has(text, pattern):
-            fc["runtime"] = runtime
-            break
-    memory = re.search(r"(\d+)\s*(?:mb|m)\b(?:\s*(?:of\s+)?(?:memory|ram|内存))?", text, re.IGNORECASE)
-    if memory and 128 <= int(memory.group(1)) <= 32768:
-        fc["memory"] = int(memory.group(1))
-    timeout = re.search(r"(?:timeout|超时)\s*(?:of|=|:|为)?\s*(\d+)\s*(?:s|sec|seconds?|秒)?\b", text, re.IGNORECASE)
-    if timeout and 1 <= int(timeout.group(1)) <= 86400:
-        fc["timeout"] = int(timeout.group(1))
-    name = re.search(r"function\s*(?:named|called|name|名为|叫)\s*[\"'`]?([a-z][a-z0-9_-]{1,63})[\"'`]?", text, re.IGNORECASE)
-    if name:
-        fc["function"] = name.group(1)
-    if _has(text, r"\bhttp\b|\bhttps? trigger|\bapi\b|web ?hook|\burl\b|http触发器|触发器"):
-        fc["http"] = True
-    if _has(text, r"anonymous|public(?:ly)?|without auth|no auth|匿名|公开"):
-        fc["anonymous"] = True
-    return fc
-
-
-def _parse_nas(text: str) -> dict[str, Any]:
-    """NAS protocol (NFS, or SMB for Windows shares) and storage type (performance or capacity)."""
-    nas: dict[str, Any] = {}
-    if _has(text, r"\bsmb\b|windows (?:file )?share|cifs"):
-        nas["protocol"] = "SMB"
-    elif _has(text, r"\bnfs\b"):
-        nas["protocol"] = "NFS"
-    if _has(text, r"capacity|容量型"):
-        nas["storage"] = "Capacity"
-    elif _has(text, r"performance|性能型"):
-        nas["storage"] = "Performance"
-    return nas
-
-
-def _parse_sls(text: str) -> dict[str, Any]:
-    """Log Service: project and logstore names, retention ("keep logs for 90 days", "保存30天"), shards."""
-    sls: dict[str, Any] = {}
-    project = re.search(r"(?:log\s+)?project\s*(?:named|called|name|名为|叫)?\s*[\"'`]?([a-z0-9][a-z0-9-]{2,62})[\"'`]?(?=\W|$)",
-                        text, re.IGNORECASE)
-    if project and project.group(1).lower() not in _NOT_NAMES:
-        sls["project"] = project.group(1).lower()
-    store = re.search(r"log ?store\s*(?:named|called|name|名为|叫)?\s*[\"'`]?([a-z0-9][a-z0-9_-]{2,62})[\"'`]?(?=\W|$)",
-                      text, re.IGNORECASE)
-    if store and store.group(1).lower() not in _NOT_NAMES:
-        sls["logstore"] = store.group(1).lower()
-    ttl = (re.search(r"(?:keep|retain|retention|store|保存|保留)\w*\s*(?:logs?\s*)?(?:for|of|:)?\s*(\d+)\s*(?:days?|天)", text,
-                     re.IGNORECASE)
-           or re.search(r"(\d+)\s*(?:days?|天)\s*(?:of\s+)?(?:retention|保存|保留)", text, re.IGNORECASE))
-    if ttl and 0 < int(ttl.group(1)) <= 3650:
-        sls["ttl"] = int(ttl.group(1))
-    shards = re.search(r"(\d+)\s*(?:shards?|个分片|分片)", text, re.IGNORECASE)
-    if shards and 0 < int(shards.group(1)) <= 256:
-        sls["shards"] = int(shards.group(1))
-    return sls
-
-
-def _parse_tags(text: str) -> dict[str, str]:
-    """Tags asked for: "tags environment=prod, owner=alice" or "add tags for environment and owner"."""
-    match = re.search(r"(?:tags?|标签)\s*(.*)$", text, re.IGNORECASE | re.DOTALL)
-    if not match:
-        return {}
-    clause = re.split(r"[.;。；\n]", match.group(1))[0]
-    pairs = dict(re.findall(r"([A-Za-z][\w-]*)\s*[=:：]\s*([\w.@-]+)", clause))
-    if pairs:
-        return pairs
-    stop = {"for", "with", "of", "and", "the", "a", "an", "to", "all", "every", "each", "resources", "resource", "on", "keys",
-            "key", "values", "value", "tag", "tags", "add", "include", "set", "it", "them"}
-    keys = [word for word in re.findall(r"[A-Za-z][\w-]*", clause) if word.lower() not in stop]
-    chinese = {"环境": "environment", "负责人": "owner", "所有者": "owner", "项目": "project"}
-    keys += [key for word, key in chinese.items() if word in clause]
-    environment = "prod" if _has(text, r"\bprod") else "dev"
-    defaults = {"environment": environment, "env": environment, "owner": "iac-code", "project": "iac-code"}
-    return {key: defaults.get(key.lower(), "iac-code") for key in dict.fromkeys(keys)}
-
-
-def _format_of(text: str) -> str | None:
-    if _has(text, r"terraform|\bhcl\b|\btf\b"):
-        return "terraform"
-    if _has(text, r"\bjson\b"):
-        return "ros-json"
-    if _has(text, r"\byaml\b|\bros\b|资源编排"):
-        return "ros-yaml"
-    return None
-
-
-# ---------------------------------------------------------------- the delta and its application
-
-
-_EXISTING_VPC = r"\bexisting\s+(?:vpc|network)\b|(?:已有|现有|已经有)的?\s*(?:vpc|专有网络)"
-
-
-def parse_request(prompt: str, previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything a request says, as a delta: only mentioned things are present."""
-    whole = normalize(prompt)
-    ram = _has(whole, _BLOCK_PATTERNS["ram"])
-    if ram:  # the role's own name ("named ecs-reader") names nothing to create either
-        whole_for_blocks = _RAM_CONTEXT.sub(" ", re.sub(r"((?:role|角色)\s*(?:named|called|名为|叫))\s*[\w-]+", r"\1 ", whole,
-                                                        flags=re.IGNORECASE))
-    unmapped, text = _unmapped(whole_for_blocks if ram else whole)
-    delta: dict[str, Any] = {"unmapped": unmapped, "add": [], "remove": []}
-    fmt = _format_of(text)
-    if fmt:
-        delta["format"] = fmt
-    _parse_network(text, delta)
-    # An HTTP trigger of a function opens no port of ours.
-    rules = _parse_rules(_FC_HTTP.sub(" ", text) if _mentions("fc", text) else text)
-    if rules:
-        delta["rules"] = rules
-    for block in ("vpc", "vswitch", "security_group", "ecs", "alb", "nlb", "slb", "nat", "eip", "rds", "redis", "oss", "kms",
-                  "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack", "ess"):
-        if not _mentions(block, text):
-            continue
-        if previous is not None and _removes(block, text):
-            delta["remove"].append(block)
-        elif block != "slb" or not (_mentions("alb", text) or _mentions("nlb", text)) or _has(text, r"\bslb\b|\bclb\b"):
-            delta["add"].append(block)
-    delta["ecs"] = _parse_ecs(text, previous)
-    delta["rds"] = _parse_rds(text)
-    delta["redis"] = _parse_redis(text)
-    delta["oss"] = _parse_oss(text) if "oss" in delta["add"] else {}
-    delta["sls"] = _parse_sls(text) if "sls" in delta["add"] else {}
-    delta["mongodb"] = _parse_mongodb(text) if "mongodb" in delta["add"] else {}
-    delta["polardb"] = _parse_polardb(text) if "polardb" in delta["add"] else {}
-    delta["dns"] = _parse_dns(text) if "dns" in delta["add"] else {}
-    delta["nas"] = _parse_nas(text) if "nas" in delta["add"] else {}
-    delta["ram"] = _parse_ram(whole) if "ram" in delta["add"] else {}
-    delta["fc"] = _parse_fc(text) if "fc" in delta["add"] else {}
-    delta["ack"] = _parse_ack(text) if "ack" in delta["add"] else {}
-    delta["ess"] = _parse_ess(text) if "ess" in delta["add"] else {}
-    if "ess" in delta["add"] and "ecs" in delta["add"]:
-        delta["add"].remove("ecs")  # the group launches the instances: the ECS words describe its configuration
-    if _has(text, r"\b(?:public|internet[- ]facing|公网)\b|公网"):
-        delta["public"] = True
-    if _has(text, r"\bprivate\b|intranet|internal|内网|私网"):
-        delta["public"] = False
-    tags = _parse_tags(text)
-    if tags:
-        delta["tags"] = tags
-    if _has(text, _EXISTING_VPC):
-        delta["existing_vpc"] = True
-    return delta
 
 
 def empty_spec() -> dict[str, Any]:
@@ -806,10 +93,11 @@ def _apply_vswitches(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     if "vswitch_count" in delta:
         count, relative = delta["vswitch_count"]
         target = target + count if relative else count
-    explicit = delta.get("vswitch_cidrs", [])
-    zones = delta.get("zones", [])
-    target = max(target, len(explicit), len(zones))
     needs_network = spec["vpc"] is not None or any(spec[key] for key in _NETWORKED)
+    # Zones and CIDRs shape the network's vSwitches; with no network they are not used (and the reply says so).
+    explicit = delta.get("vswitch_cidrs", []) if needs_network else []
+    zones = delta.get("zones", []) if needs_network else []
+    target = max(target, len(explicit), len(zones))
     lb = spec["load_balancer"]
     multi_zone = (lb and lb["kind"] in ("alb", "nlb")) or spec.get("ack") or spec.get("ess") or (spec["rds"] or {}).get("ha")
     minimum = 2 if multi_zone else (1 if needs_network else 0)
@@ -838,6 +126,10 @@ def _apply_ecs(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> Non
         return
     defaults = {"count": 1, "instance_type": "ecs.g7.large", "image": DEFAULT_IMAGE, "system_disk": 40, "data_disk": None}
     ecs = _merge(spec["ecs"], settings, defaults)
+    if delta["names"].get("ecs"):
+        ecs["name"] = delta["names"]["ecs"]
+    if ecs["image"].startswith("win") and ecs["system_disk"] < 40:
+        ecs["system_disk"] = 40  # Windows images need 40 GB
     if "count" in settings:
         count, relative = settings["count"]
         ecs["count"] = ecs["count"] + count if relative and spec["ecs"] else count
@@ -853,11 +145,13 @@ def _apply_rds(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> Non
         return
     current = spec["rds"]
     engine = settings.get("engine") or (current or {}).get("engine") or "MySQL"
-    version, db_class = _RDS_DEFAULTS[engine]
+    version, db_class = RDS_DEFAULTS[engine]
     if current and current["engine"] != engine:
         current = None  # a new engine invalidates the old version and class
     rds = _merge(current, settings, {"engine": engine, "version": version, "class": db_class, "storage": 50,
                                      "account": None, "whitelist": None, "ha": False})
+    if delta["names"].get("rds"):
+        rds["name"] = delta["names"]["rds"]
     spec["rds"] = rds
 
 
@@ -872,13 +166,15 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
     for block in remove:
         if block in keys:
             spec[keys[block]] = None
+        if block == "nat" and spec["eip"] and spec["eip"].get("with_nat") and "eip" not in add:
+            spec["eip"] = None  # the NAT gateway's own EIPs go with it
         if block == "vswitch" and "vswitch_count" not in delta:
             spec["vswitches"] = spec["vswitches"][:-1]
     _apply_ecs(spec, delta, "ecs" in add)
     _apply_rds(spec, delta, "rds" in add)
     if "redis" in add or (spec["redis"] and delta["redis"]):
         spec["redis"] = _merge(spec["redis"], delta["redis"], {"version": "5.0", "class": "redis.master.small.default"})
-    if "oss" in add:
+    if "oss" in add or (spec["oss"] and delta["oss"]):
         spec["oss"] = _merge(spec["oss"], delta["oss"], {"name": None, "encryption": "AES256", "acl": "private",
                                                           "versioning": False, "expire_days": None})
     if "kms" in add:
@@ -924,8 +220,7 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
                              {"project": None, "logstore": "app-logs", "ttl": 30, "shards": 2})
     if "nat" in add:
         spec["nat"] = spec["nat"] or {"bandwidth": 5}
-    elif "eip" in add and not spec["nat"]:
-        spec["eip"] = spec["eip"] or {"bandwidth": 5}
+    _apply_eips(spec, delta, "eip" in add)
     kinds = [kind for kind in ("alb", "nlb", "slb") if kind in add]
     for extra in kinds[1:]:
         delta["unmapped"].append(f"{extra.upper()} (one load balancer per template; the {kinds[0].upper()} was used)")
@@ -933,8 +228,16 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         if kind in add:
             current = spec["load_balancer"] or {}
             public = delta.get("public", current.get("public", kind in ("alb", "nlb") or bool(spec["ecs"])))
-            spec["load_balancer"] = {"kind": kind, "public": public}
+            spec["load_balancer"] = {**current, "kind": kind, "public": public}
             break
+    if spec["load_balancer"]:
+        lb = spec["load_balancer"]
+        lb.update({key: value for key, value in delta["load_balancer"].items() if key in ("listeners", "spec", "bandwidth")})
+        name = next((delta["names"][kind] for kind in ("slb", "alb", "nlb") if delta["names"].get(kind)), None)
+        if name:
+            lb["name"] = name
+        if "public" in delta and not kinds:
+            lb["public"] = delta["public"]
     if "security_group" in add or delta.get("rules") or ((spec["ecs"] or spec.get("ess")) and spec["security_group"] is None):
         spec["security_group"] = spec["security_group"] or {"rules": []}
     if "vpc" in add or "vswitch" in add or "vswitch_count" in delta or "vpc_cidr" in delta:
@@ -943,6 +246,42 @@ def _apply_blocks(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         spec["vpc"] = spec["vpc"] or {"cidr": DEFAULT_VPC_CIDR}
     if delta.get("existing_vpc") and spec["vpc"]:
         spec["vpc"]["existing"] = True  # ids become parameters: nothing of the network is created
+    _apply_names(spec, delta)
+
+
+def _apply_eips(spec: dict[str, Any], delta: dict[str, Any], wanted: bool) -> None:
+    """The EIPs: how many ("two EIPs", "a second EIP") and their bandwidth; a NAT gateway always has one."""
+    settings = delta["eip"]
+    if not (wanted or spec["nat"] or (spec["eip"] and settings)):
+        return
+    eip = dict(spec["eip"] or {"bandwidth": (spec["nat"] or {}).get("bandwidth", 5), "count": 1, "with_nat": not wanted})
+    eip.setdefault("count", 1)
+    if "count" in settings:
+        count, relative = settings["count"]
+        eip["count"] = eip["count"] + count if relative and spec["eip"] else count
+    if eip["count"] > MAX_EIPS:
+        delta["unmapped"].append(f"EIPs beyond {MAX_EIPS} (at most {MAX_EIPS} per template)")
+    eip["count"] = max(1, min(eip["count"], MAX_EIPS))
+    if "bandwidth" in settings:
+        eip["bandwidth"] = settings["bandwidth"]
+    spec["eip"] = eip
+
+
+_NAMED = ("vpc", "security_group", "redis", "oss", "ack", "ess", "mongodb", "polardb", "nas")
+
+
+def _apply_names(spec: dict[str, Any], delta: dict[str, Any]) -> None:
+    """Names given to blocks ("a VPC named prod-vpc"), and the allow-lists written with a database."""
+    for block in _NAMED:
+        name = delta["names"].get(block)
+        if name and spec.get(block) is not None:
+            if block == "oss" and delta["oss"].get("name"):
+                continue  # the bucket parser read it already
+            spec[block] = {**spec[block], "name": name.lower() if block == "oss" else name}
+    for block in ("redis", "mongodb", "polardb"):
+        whitelist = (delta.get(block) or {}).get("whitelist")
+        if whitelist and spec.get(block):
+            spec[block]["whitelist"] = whitelist
 
 
 def _apply_rules(spec: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -951,6 +290,11 @@ def _apply_rules(spec: dict[str, Any], delta: dict[str, Any]) -> None:
         return
     vpc_cidr = spec["vpc"]["cidr"] if spec["vpc"] else DEFAULT_VPC_CIDR
     rules: list[dict[str, str]] = spec["security_group"]["rules"]
+    restrict = delta.get("restrict_source")
+    if restrict and not delta.get("rules"):  # "only from 203.0.113.0/24 though": the admin ports get that source
+        admin = [rule for rule in rules if rule["port_range"] not in ("80/80", "443/443")] or rules
+        for rule in admin:
+            rule["source"] = restrict
     for rule in delta.get("rules", []):
         rule = dict(rule)
         if not rule["source"]:
@@ -1052,7 +396,46 @@ def resolve(spec: dict[str, Any]) -> dict[str, Any]:
             dns["type"] = "CNAME"  # an ALB is reached by its DNS name
     if resolved.get("sls") and not resolved["sls"]["project"]:
         resolved["sls"]["project"] = "iac-code-logs"
+    _resolve_settings(resolved)
     return resolved
+
+
+_DEFAULT_NAMES = {"vpc": "iac-code-vpc", "security_group": "iac-code-sg", "redis": "iac-code-redis", "rds": "iac-code-db",
+                  "mongodb": "iac-code-mongodb", "polardb": "iac-code-polardb", "nas": "iac-code-nas", "ack": "iac-code-ack",
+                  "ess": "iac-code-asg"}
+_POD_CIDRS = ("172.20.0.0/16", "10.244.0.0/16", "192.168.0.0/16")
+_SERVICE_CIDRS = ("172.21.0.0/20", "10.96.0.0/20", "192.168.240.0/20")
+
+
+def _resolve_settings(resolved: dict[str, Any]) -> None:
+    """Defaults of the settings a request may leave out: names, disks, EIPs, listeners, the cluster's own CIDRs."""
+    for block, name in _DEFAULT_NAMES.items():
+        if resolved.get(block) is not None and not resolved[block].get("name"):
+            resolved[block]["name"] = name
+    if resolved["ecs"]:
+        ecs = resolved["ecs"]
+        ecs.setdefault("system_disk_category", "cloud_essd")
+        ecs.setdefault("data_disk_category", "cloud_essd")
+        ecs.setdefault("data_disk_count", 1)
+        ecs.setdefault("name", None)
+        ecs.setdefault("hostname", None)
+    if resolved["eip"] or resolved["nat"]:
+        eip = dict(resolved["eip"] or {})
+        eip.setdefault("bandwidth", (resolved["nat"] or {}).get("bandwidth", 5))
+        eip.setdefault("count", 1)
+        resolved["eip"] = eip
+    if resolved["load_balancer"]:
+        lb = resolved["load_balancer"]
+        lb.setdefault("name", f"iac-code-{lb['kind']}")
+        lb["ports"] = listener_ports(resolved)
+    if resolved.get("ack"):
+        vpc = ipaddress.ip_network(resolved["vpc"]["cidr"], strict=False) if resolved["vpc"] else None
+        free = [cidr for cidr in _POD_CIDRS if not (vpc and vpc.overlaps(ipaddress.ip_network(cidr)))]
+        resolved["ack"]["pod_cidr"] = free[0] if free else _POD_CIDRS[0]
+        pod = ipaddress.ip_network(resolved["ack"]["pod_cidr"])
+        services = [cidr for cidr in _SERVICE_CIDRS
+                    if not (vpc and vpc.overlaps(ipaddress.ip_network(cidr))) and not pod.overlaps(ipaddress.ip_network(cidr))]
+        resolved["ack"]["service_cidr"] = services[0] if services else _SERVICE_CIDRS[0]
 
 
 def building_blocks(spec: dict[str, Any]) -> list[str]:
@@ -1158,7 +541,7 @@ def _ros_network(ros: _Ros) -> None:
     if spec["vpc"] and spec["vpc"].get("existing"):
         _ros_existing_network(ros)
     elif spec["vpc"]:
-        ros.add("Vpc", "vpc", {"CidrBlock": spec["vpc"]["cidr"], "VpcName": "iac-code-vpc"})
+        ros.add("Vpc", "vpc", {"CidrBlock": spec["vpc"]["cidr"], "VpcName": spec["vpc"]["name"]})
         ros.output("VpcId", "ID of the VPC.", _att("Vpc", "VpcId"))
     for index, vswitch in enumerate(spec["vswitches"] if not (spec["vpc"] or {}).get("existing") else [], start=1):
         ros.add(f"VSwitch{index}", "vswitch", {"VpcId": _ref("Vpc"), "ZoneId": ros.zone(index, vswitch),
@@ -1167,7 +550,7 @@ def _ros_network(ros: _Ros) -> None:
     if spec["security_group"]:
         ingress = [{"IpProtocol": rule["protocol"], "PortRange": rule["port_range"], "SourceCidrIp": rule["source"],
                     "Policy": "accept", "Priority": 1} for rule in spec["security_group"]["rules"]]
-        properties: dict[str, Any] = {"VpcId": _ref("Vpc"), "SecurityGroupName": "iac-code-sg"}
+        properties: dict[str, Any] = {"VpcId": _ref("Vpc"), "SecurityGroupName": spec["security_group"]["name"]}
         if ingress:
             properties["SecurityGroupIngress"] = ingress
         ros.add("SecurityGroup", "security_group", properties)
@@ -1222,18 +605,28 @@ def _ros_ecs(ros: _Ros) -> None:
     for index in range(1, ecs["count"] + 1):
         vsw = (index - 1) % count + 1
         properties: dict[str, Any] = {
-            "InstanceName": f"iac-code-ecs-{index}", "ImageId": ecs["image"], "InstanceType": ecs["instance_type"],
+            "InstanceName": instance_name(ecs, index), "ImageId": ecs["image"], "InstanceType": ecs["instance_type"],
             "VpcId": _ref("Vpc"), "VSwitchId": _ref(f"VSwitch{vsw}"), "ZoneId": _ref(f"ZoneId{vsw}"),
-            "SecurityGroupId": _ref("SecurityGroup"), "SystemDiskCategory": "cloud_essd",
+            "SecurityGroupId": _ref("SecurityGroup"), "SystemDiskCategory": ecs["system_disk_category"],
             "SystemDiskSize": ecs["system_disk"], "AllocatePublicIP": False, "Password": password,
         }
+        if ecs["hostname"]:
+            properties["HostName"] = ecs["hostname"] if ecs["count"] == 1 else f"{ecs['hostname']}{index}"
         if ecs["data_disk"]:
-            properties["DiskMappings"] = [{"Category": "cloud_essd", "Size": ecs["data_disk"], "Encrypted": "true"}]
+            properties["DiskMappings"] = [{"Category": ecs["data_disk_category"], "Size": ecs["data_disk"], "Encrypted": "true"}
+                                          for _ in range(ecs["data_disk_count"])]
         if (ros.spec.get("ram") or {}).get("principal") == "ecs.aliyuncs.com":
             properties["RamRoleName"] = _att("Role", "RoleName")  # the instance role, attached
         ros.add(f"Instance{index}", "ecs_instance", properties)
         ros.output(f"Instance{index}Id", f"ID of ECS instance {index}.", _att(f"Instance{index}", "InstanceId"))
         ros.output(f"Instance{index}PrivateIp", f"Private IP of ECS instance {index}.", _att(f"Instance{index}", "PrivateIp"))
+
+
+def instance_name(ecs: dict[str, Any], index: int) -> str:
+    """The name of ECS instance ``index`` (1-based): the one asked for (numbered when there are several), or ours."""
+    if not ecs["name"]:
+        return f"iac-code-ecs-{index}"
+    return ecs["name"] if ecs["count"] == 1 else f"{ecs['name']}-{index}"
 
 
 def _ros_load_balancer(ros: _Ros) -> None:
@@ -1245,16 +638,19 @@ def _ros_load_balancer(ros: _Ros) -> None:
         return
     if lb["kind"] == "alb":
         mappings = _zone_mappings(ros.spec)
-        ros.add("Alb", "alb", {"LoadBalancerName": "iac-code-alb", "VpcId": _ref("Vpc"),
+        ros.add("Alb", "alb", {"LoadBalancerName": lb["name"], "VpcId": _ref("Vpc"),
                                "AddressType": "Internet" if lb["public"] else "Intranet", "LoadBalancerEdition": "Standard",
                                "LoadBalancerBillingConfig": {"PayType": "PostPay"}, "ZoneMappings": mappings})
         ros.output("AlbId", "ID of the ALB instance.", _att("Alb", "LoadBalancerId"))
         ros.output("AlbDnsName", "DNS name of the ALB instance.", _att("Alb", "DNSName"))
         _ros_alb_backends(ros)
         return
-    ros.add("LoadBalancer", "slb", {"LoadBalancerName": "iac-code-slb", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
-                                    "AddressType": "internet" if lb["public"] else "intranet",
-                                    "LoadBalancerSpec": "slb.s1.small"})
+    slb: dict[str, Any] = {"LoadBalancerName": lb["name"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
+                           "AddressType": "internet" if lb["public"] else "intranet",
+                           "LoadBalancerSpec": lb.get("spec") or "slb.s1.small"}
+    if lb.get("bandwidth") and lb["public"]:
+        slb.update({"InternetChargeType": "paybybandwidth", "Bandwidth": lb["bandwidth"]})
+    ros.add("LoadBalancer", "slb", slb)
     ros.output("LoadBalancerId", "ID of the SLB instance.", _att("LoadBalancer", "LoadBalancerId"))
     ros.output("LoadBalancerAddress", "IP address of the SLB instance.", _att("LoadBalancer", "IpAddress"))
     _ros_slb_backends(ros)
@@ -1264,16 +660,19 @@ def _ros_nlb(ros: _Ros) -> None:
     """An NLB across the vSwitches' zones, a TCP server group with health checks, a TCP listener on 80, the instances."""
     lb = ros.spec["load_balancer"]
     mappings = _zone_mappings(ros.spec)
-    ros.add("Nlb", "nlb", {"LoadBalancerName": "iac-code-nlb", "VpcId": _ref("Vpc"), "AddressIpVersion": "ipv4",
+    ros.add("Nlb", "nlb", {"LoadBalancerName": lb["name"], "VpcId": _ref("Vpc"), "AddressIpVersion": "ipv4",
                            "AddressType": "Internet" if lb["public"] else "Intranet", "ZoneMappings": mappings})
     ros.add("NlbServerGroup", "nlb_server_group", {"ServerGroupName": "iac-code-nlb-sg", "VpcId": _ref("Vpc"),
                                                    "Protocol": "TCP", "ServerGroupType": "Instance",
                                                    "HealthCheckConfig": {"HealthCheckEnabled": True}})
     group = _att("NlbServerGroup", "ServerGroupId")
-    ros.add("NlbListener", "nlb_listener", {"LoadBalancerId": _att("Nlb", "LoadBalancerId"), "ListenerProtocol": "TCP",
-                                            "ListenerPort": 80, "ServerGroupId": group}, taggable=None)
+    for number, (port, _) in enumerate(lb["ports"], start=1):
+        ros.add("NlbListener" if number == 1 else f"NlbListener{port}", "nlb_listener", {
+            "LoadBalancerId": _att("Nlb", "LoadBalancerId"), "ListenerProtocol": "TCP", "ListenerPort": port,
+            "ServerGroupId": group}, taggable=None)
     if ros.spec["ecs"]:
-        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": 80, "Weight": 100}
+        backend = lb["ports"][0][0]
+        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": backend, "Weight": 100}
                    for index in range(1, ros.spec["ecs"]["count"] + 1)]
         ros.add("NlbBackendServers", "nlb_backend", {"ServerGroupId": group, "Servers": servers}, taggable=None)
     ros.output("NlbId", "ID of the NLB instance.", _att("Nlb", "LoadBalancerId"))
@@ -1282,7 +681,7 @@ def _ros_nlb(ros: _Ros) -> None:
 
 def _ros_slb_backends(ros: _Ros) -> None:
     """SLB listeners forwarding to the same backend port, and every ECS instance attached as a backend server."""
-    for port, protocol in listener_ports(ros.spec):
+    for port, protocol in ros.spec["load_balancer"]["ports"]:
         ros.add(f"LoadBalancerListener{port}", "slb_listener", {
             "LoadBalancerId": _att("LoadBalancer", "LoadBalancerId"), "ListenerPort": port, "BackendServerPort": port,
             "Protocol": protocol, "Bandwidth": -1}, taggable=None)
@@ -1298,32 +697,47 @@ def _ros_alb_backends(ros: _Ros) -> None:
     ros.add("AlbServerGroup", "alb_server_group", {"ServerGroupName": "iac-code-alb-sg", "VpcId": _ref("Vpc"),
                                                    "Protocol": "HTTP", "HealthCheckConfig": {"HealthCheckEnabled": True}})
     group = _att("AlbServerGroup", "ServerGroupId")
-    ros.add("AlbListener", "alb_listener", {
-        "LoadBalancerId": _att("Alb", "LoadBalancerId"), "ListenerPort": 80, "ListenerProtocol": "HTTP",
-        "DefaultActions": [{"Type": "ForwardGroup", "ForwardGroupConfig": {"ServerGroupTuples": [{"ServerGroupId": group}]}}],
-    }, taggable=None)
+    ports = ros.spec["load_balancer"]["ports"]
+    for number, (port, _) in enumerate(ports, start=1):
+        ros.add("AlbListener" if number == 1 else f"AlbListener{port}", "alb_listener", {
+            "LoadBalancerId": _att("Alb", "LoadBalancerId"), "ListenerPort": port, "ListenerProtocol": "HTTP",
+            "DefaultActions": [{"Type": "ForwardGroup",
+                                "ForwardGroupConfig": {"ServerGroupTuples": [{"ServerGroupId": group}]}}],
+        }, taggable=None)
     if ros.spec["ecs"]:
-        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": 80, "Weight": 100}
+        servers = [{"ServerId": _att(f"Instance{index}", "InstanceId"), "ServerType": "Ecs", "Port": ports[0][0],
+                    "Weight": 100}
                    for index in range(1, ros.spec["ecs"]["count"] + 1)]
         ros.add("AlbBackendServers", "alb_backend", {"ServerGroupId": group, "Servers": servers}, taggable=None)
 
 
+def eip_names(count: int) -> list[str]:
+    """Logical names of the EIPs: "Eip", then "Eip2", "Eip3"... (the first keeps its name for references to it)."""
+    return ["Eip" if index == 1 else f"Eip{index}" for index in range(1, count + 1)]
+
+
 def _ros_nat(ros: _Ros) -> None:
     spec = ros.spec
-    eip = spec["nat"] or spec["eip"]
+    eip = spec["eip"]
     if not eip:
         return
-    ros.add("Eip", "eip", {"Name": "iac-code-eip", "Bandwidth": eip["bandwidth"], "InternetChargeType": "PayByTraffic"})
-    ros.output("EipAddress", "Public IP address of the EIP.", _att("Eip", "EipAddress"))
+    names = eip_names(eip["count"])
+    for index, name in enumerate(names, start=1):
+        ros.add(name, "eip", {"Name": "iac-code-eip" if index == 1 else f"iac-code-eip-{index}", "Bandwidth": eip["bandwidth"],
+                              "InternetChargeType": "PayByTraffic"})
+        ros.output(f"{name}Address", f"Public IP address of EIP {index}.", _att(name, "EipAddress"))
     if not spec["nat"]:
-        if spec["ecs"]:
-            ros.add("EipAssociation", "eip_association", {"AllocationId": _att("Eip", "AllocationId"),
-                                                          "InstanceId": _att("Instance1", "InstanceId")}, taggable=None)
+        instances = spec["ecs"]["count"] if spec["ecs"] else 0
+        for index, name in enumerate(names[:instances], start=1):
+            ros.add(name.replace("Eip", "EipAssociation"), "eip_association", {
+                "AllocationId": _att(name, "AllocationId"), "InstanceId": _att(f"Instance{index}", "InstanceId")},
+                taggable=None)
         return
     ros.add("NatGateway", "nat_gateway", {"NatGatewayName": "iac-code-nat", "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
                                           "NatType": "Enhanced", "InternetChargeType": "PayByLcu"})
-    ros.add("EipAssociation", "eip_association", {"AllocationId": _att("Eip", "AllocationId"),
-                                                  "InstanceId": _att("NatGateway", "NatGatewayId")}, taggable=None)
+    for name in names:
+        ros.add(name.replace("Eip", "EipAssociation"), "eip_association", {
+            "AllocationId": _att(name, "AllocationId"), "InstanceId": _att("NatGateway", "NatGatewayId")}, taggable=None)
     for index in range(1, len(spec["vswitches"]) + 1):
         ros.add(f"SnatEntry{index}", "snat_entry", {"SnatTableId": _att("NatGateway", "SNatTableId"),
                                                     "SnatIp": _att("Eip", "EipAddress"),
@@ -1341,8 +755,9 @@ def _ros_data(ros: _Ros) -> None:
             "DBInstanceStorage": rds["storage"], "DBInstanceStorageType": "cloud_essd", "DBInstanceNetType": "Intranet",
             "SecurityIPList": rds.get("whitelist") or spec["vpc"]["cidr"], "VpcId": _ref("Vpc"),
             "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"), "PayType": "Postpaid",
-            "DBInstanceDescription": "iac-code-db", "DeletionProtection": True,
+            "DBInstanceDescription": rds["name"], "DeletionProtection": True,
             **({"SlaveZoneIds": [_ref("ZoneId2")], "Category": "HighAvailability"} if rds.get("ha") else {}),
+            **({"BackupRetentionPeriod": rds["backup_days"]} if rds.get("backup_days") else {}),
         }, taggable="map")
         if rds.get("account"):
             password = ros.password("DBAccountPassword", f"Password of the database account {rds['account']}.")
@@ -1356,11 +771,11 @@ def _ros_data(ros: _Ros) -> None:
     if spec["redis"]:
         redis = spec["redis"]
         password = ros.password("RedisPassword", "Password of the Redis instance.")
-        ros.add("Redis", "redis", {"InstanceName": "iac-code-redis", "InstanceClass": redis["class"],
+        ros.add("Redis", "redis", {"InstanceName": redis["name"], "InstanceClass": redis["class"],
                                    "EngineVersion": redis["version"], "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
                                    "ZoneId": _ref("ZoneId1"), "Password": password})
-        ros.add("RedisWhitelist", "redis_whitelist", {"InstanceId": _ref("Redis"), "SecurityIps": spec["vpc"]["cidr"]},
-                taggable=None)
+        ros.add("RedisWhitelist", "redis_whitelist",
+                {"InstanceId": _ref("Redis"), "SecurityIps": redis.get("whitelist") or spec["vpc"]["cidr"]}, taggable=None)
         ros.output("RedisInstanceId", "ID of the Redis instance.", _att("Redis", "InstanceId"))
         ros.output("RedisConnectionDomain", "Connection domain of the Redis instance.", _att("Redis", "ConnectionDomain"))
     if spec["oss"]:
@@ -1370,6 +785,8 @@ def _ros_data(ros: _Ros) -> None:
                                   "ServerSideEncryptionConfiguration": encryption}
         if oss.get("versioning"):
             bucket["VersioningConfiguration"] = {"Status": "Enabled"}
+        if oss.get("storage_class"):
+            bucket["StorageClass"] = oss["storage_class"]
         if oss.get("expire_days"):
             bucket["LifecycleConfiguration"] = {"Rule": [{"ID": "expire-objects", "Prefix": "", "Status": "Enabled",
                                                           "Expiration": {"Days": oss["expire_days"]}}]}
@@ -1445,14 +862,16 @@ def _ros_databases(ros: _Ros) -> None:
         ros.add("MongoDB", "mongodb", {
             "EngineVersion": mongo["version"], "DBInstanceClass": mongo["class"], "DBInstanceStorage": mongo["storage"],
             "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"), "AccountPassword": password,
-            "SecurityIPArray": spec["vpc"]["cidr"], "DBInstanceDescription": "iac-code-mongodb"}, taggable="list")
+            "SecurityIPArray": mongo.get("whitelist") or spec["vpc"]["cidr"], "DBInstanceDescription": mongo["name"]},
+            taggable="list")
         ros.output("MongoDBInstanceId", "ID of the MongoDB instance.", _att("MongoDB", "DBInstanceId"))
     if spec.get("polardb"):
         polar = spec["polardb"]
         ros.add("PolarDB", "polardb", {
             "DBType": polar["engine"], "DBVersion": polar["version"], "DBNodeClass": polar["class"], "PayType": "Postpaid",
             "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"), "ZoneId": _ref("ZoneId1"),
-            "SecurityIPList": spec["vpc"]["cidr"], "DBClusterDescription": "iac-code-polardb"}, taggable="list")
+            "SecurityIPList": polar.get("whitelist") or spec["vpc"]["cidr"], "DBClusterDescription": polar["name"]},
+            taggable="list")
         ros.output("PolarDBClusterId", "ID of the PolarDB cluster.", _att("PolarDB", "DBClusterId"))
         ros.output("PolarDBConnectionString", "Connection string of the PolarDB cluster.",
                    _att("PolarDB", "ClusterConnectionString"))
@@ -1465,7 +884,7 @@ def _ros_nas(ros: _Ros) -> None:
         return
     ros.add("FileSystem", "nas_file_system", {"ProtocolType": nas["protocol"], "StorageType": nas["storage"],
                                               "FileSystemType": "standard", "EncryptType": 1,
-                                              "Description": "iac-code-nas"}, taggable="list")
+                                              "Description": nas["name"]}, taggable="list")
     ros.add("MountTarget", "nas_mount_target", {"FileSystemId": _ref("FileSystem"), "NetworkType": "Vpc",
                                                 "VpcId": _ref("Vpc"), "VSwitchId": _ref("VSwitch1"),
                                                 "AccessGroupName": "DEFAULT_VPC_GROUP_NAME"}, taggable=None)
@@ -1490,7 +909,7 @@ def _ros_ess(ros: _Ros) -> None:
     ess = spec.get("ess")
     if not ess:
         return
-    group: dict[str, Any] = {"ScalingGroupName": "iac-code-asg", "MinSize": ess["min"], "MaxSize": ess["max"],
+    group: dict[str, Any] = {"ScalingGroupName": ess["name"], "MinSize": ess["min"], "MaxSize": ess["max"],
                              "VSwitchIds": _vswitch_refs(spec),
                              "MultiAZPolicy": "BALANCE", "RemovalPolicys": ["OldestInstance", "NewestInstance"]}
     if spec["load_balancer"] and spec["load_balancer"]["kind"] == "slb":
@@ -1513,8 +932,8 @@ def _ros_ack(ros: _Ros) -> None:
     if not ack:
         return
     vswitches = _vswitch_refs(spec)
-    cluster: dict[str, Any] = {"Name": "iac-code-ack", "ClusterSpec": "ack.pro.small", "VpcId": _ref("Vpc"),
-                               "VSwitchIds": vswitches, "ContainerCidr": "172.20.0.0/16", "ServiceCidr": "172.21.0.0/20",
+    cluster: dict[str, Any] = {"Name": ack["name"], "ClusterSpec": "ack.pro.small", "VpcId": _ref("Vpc"),
+                               "VSwitchIds": vswitches, "ContainerCidr": ack["pod_cidr"], "ServiceCidr": ack["service_cidr"],
                                "SnatEntry": True, "EndpointPublicAccess": ack["public_api"]}
     if ack["version"]:
         cluster["KubernetesVersion"] = ack["version"]
@@ -1629,35 +1048,6 @@ def render_ros(spec: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- public API
 
-_GENERATE_VERBS = (r"\b(?:create|generate|build|make|write|deploy|provision|set ?up|spin up|launch|need|want|give me|template|"
-                   r"scaffold|design|terraform|hcl|ros|json|yaml)\b|创建|生成|部署|搭建|编写|写一个|需要|模板|帮我|建一个|新建|开通|来一个")
-_EDIT_VERBS = (r"\b(?:add|remove|delete|drop|change|switch|use|convert|rename|also|instead|update|modify|increase|decrease|"
-               r"set|put|make it|as|tag|tags|outputs?|open|allow|close|move)\b"
-               r"|增加|添加|删除|去掉|改|换|切换|使用|转换|再|标签|输出|开放")
-_QUESTION = r"^\s*(?:what|why|how (?:do|does|much)|explain|is it|can you explain|什么是|为什么|解释)"
-
-
-def wants_generation(prompt: str, previous: dict[str, Any] | None = None) -> bool:
-    """Whether the prompt asks to generate a template, or (with ``previous``) to edit the one generated before.
-
-    Requests for unsupported things ("create a Kubernetes cluster") count too, so the caller can report them.
-    """
-    prompt = normalize(prompt)
-    unmapped, text = _unmapped(prompt)
-    mentioned = bool(unmapped) or any(_mentions(block, text) for block in _BLOCK_PATTERNS)
-    if _has(prompt, _QUESTION) and not _has(prompt, _GENERATE_VERBS):
-        return False
-    if not previous:
-        return mentioned and _has(prompt, _GENERATE_VERBS)
-    delta = parse_request(prompt, previous)
-    # A setting of something the template already has ("add a data disk of 200 GB") is an edit too.
-    settings = any(delta.get(key) and previous.get(key) for key in (
-        "ecs", "rds", "redis", "oss", "sls", "mongodb", "polardb", "dns", "nas", "ram", "fc", "ack", "ess"))
-    edits = bool(delta["add"] or delta["remove"] or delta.get("tags") or delta.get("rules") or "format" in delta
-                 or "region" in delta or "vswitch_count" in delta or unmapped or settings)
-    return (edits or mentioned) and (bool(delta["remove"]) or _has(prompt, _EDIT_VERBS + "|" + _GENERATE_VERBS))
-
-
 def render(spec: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """(text, ROS template or None) for a spec in its chosen format."""
     resolved = resolve(spec)
@@ -1666,7 +1056,7 @@ def render(spec: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     template = render_ros(resolved)
     if spec["format"] == "ros-json":
         return json.dumps(template, indent=2, ensure_ascii=False) + "\n", template
-    return yaml.safe_dump(template, sort_keys=False, allow_unicode=True), template
+    return yaml.dump(template, Dumper=_DUMPER, sort_keys=False, allow_unicode=True), template
 
 
 def generate(prompt: str, previous: dict[str, Any] | None = None) -> GenerationResult:
@@ -1676,5 +1066,20 @@ def generate(prompt: str, previous: dict[str, Any] | None = None) -> GenerationR
     text, template = render(spec)
     resolved = resolve(spec)
     summary = describe(resolved)
+    unmapped = list(delta["unmapped"]) + _not_expressible(spec)
+    if building_blocks(resolved):
+        unmapped += [f"{value} (stated, but not used)" for value in stated_values(prompt)
+                     if value.lower() not in text.lower() and value.lower() not in summary.lower()
+                     and not any(value.lower() in entry.lower() for entry in unmapped)]
     return GenerationResult(spec=spec, format=spec["format"], text=text, file_name=FORMATS[spec["format"]], template=template,
-                            resources=building_blocks(resolved), unmapped=list(delta["unmapped"]), summary=summary)
+                            resources=building_blocks(resolved), unmapped=unmapped, summary=summary)
+
+
+def _not_expressible(spec: dict[str, Any]) -> list[str]:
+    """Settings the spec holds that the chosen format has no place for, named so the reply says they were not used."""
+    notes: list[str] = []
+    backup = (spec["rds"] or {}).get("backup_days")
+    if spec["format"] == "terraform" and backup:
+        notes.append(f"backup retention of {backup} days (alicloud_db_instance has no argument for it; "
+                     "set it with a backup policy)")
+    return notes

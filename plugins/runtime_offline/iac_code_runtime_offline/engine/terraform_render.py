@@ -109,7 +109,7 @@ def _network(tf: _Tf) -> None:
                 ("zone_ids", "list(string)", "The zones of those vSwitches, in the same order.")):
             tf.blocks.append(_top("variable", [name], [("description", description), ("type", Expr(kind))]))
     elif spec["vpc"]:
-        tf.resource("vpc", "vpc", [("vpc_name", "iac-code-vpc"), ("cidr_block", spec["vpc"]["cidr"])])
+        tf.resource("vpc", "vpc", [("vpc_name", spec["vpc"]["name"]), ("cidr_block", spec["vpc"]["cidr"])])
         tf.output("vpc_id", "ID of the VPC.", "alicloud_vpc.vpc.id")
     if spec["vpc"] and spec["vpc"].get("existing"):
         pass
@@ -121,7 +121,8 @@ def _network(tf: _Tf) -> None:
                                       ("cidr_block", vswitch["cidr"]), ("zone_id", _zone(spec, index))])
         tf.output(f"vswitch{index + 1}_id", f"ID of vSwitch {index + 1}.", f"alicloud_vswitch.{name}.id")
     if spec["security_group"]:
-        tf.resource("security_group", "sg", [("security_group_name", "iac-code-sg"), ("vpc_id", Expr("alicloud_vpc.vpc.id"))])
+        tf.resource("security_group", "sg", [("security_group_name", spec["security_group"]["name"]),
+                                             ("vpc_id", Expr("alicloud_vpc.vpc.id"))])
         tf.output("security_group_id", "ID of the security group.", "alicloud_security_group.sg.id")
         for index, rule in enumerate(spec["security_group"]["rules"], start=1):
             tf.resource("security_group_ingress", f"rule{index}", [
@@ -139,14 +140,20 @@ def _ecs(tf: _Tf) -> None:
     if not ecs:
         return
     password = tf.password("instance_password", "Login password of the ECS instances.")
+    name = ecs["name"] or "iac-code-ecs"
     body: list[tuple[str, Any]] = [
-        ("count", ecs["count"]), ("instance_name", Expr('"iac-code-ecs-${count.index + 1}"')), ("image_id", ecs["image"]),
+        ("count", ecs["count"]),
+        ("instance_name", name if ecs["name"] and ecs["count"] == 1 else Expr(f'"{name}-${{count.index + 1}}"')),
+        ("image_id", ecs["image"]),
         ("instance_type", ecs["instance_type"]), ("vswitch_id", Expr(f"element({_vswitch_ids(tf.spec)}, count.index)")),
-        ("security_groups", [Expr("alicloud_security_group.sg.id")]), ("system_disk_category", "cloud_essd"),
+        ("security_groups", [Expr("alicloud_security_group.sg.id")]), ("system_disk_category", ecs["system_disk_category"]),
         ("system_disk_size", ecs["system_disk"]), ("internet_max_bandwidth_out", 0), ("password", password),
     ]
-    if ecs["data_disk"]:
-        body.append(("data_disks", Block([("category", "cloud_essd"), ("size", ecs["data_disk"]), ("encrypted", True)])))
+    if ecs["hostname"]:
+        body.append(("host_name", ecs["hostname"] if ecs["count"] == 1 else Expr(f'"{ecs["hostname"]}${{count.index + 1}}"')))
+    for _ in range(ecs["data_disk_count"] if ecs["data_disk"] else 0):
+        body.append(("data_disks", Block([("category", ecs["data_disk_category"]), ("size", ecs["data_disk"]),
+                                          ("encrypted", True)])))
     if (tf.spec.get("ram") or {}).get("principal") == "ecs.aliyuncs.com":
         body.append(("role_name", Expr("alicloud_ram_role.role.role_name")))
     tf.resource("ecs_instance", "ecs", body)
@@ -154,14 +161,21 @@ def _ecs(tf: _Tf) -> None:
     tf.output("instance_private_ips", "Private IPs of the ECS instances.", "alicloud_instance.ecs[*].private_ip")
 
 
+_HTTP_PORTS = (80, 8000, 8080, 8888)
+
+
 def listener_ports(spec: dict[str, Any]) -> list[tuple[int, str]]:
     """(port, protocol) of the load balancer listeners, for ROS and Terraform alike.
 
-    HTTP on 80, plus (SLB only) TCP on 443 when the security group opens 443.
+    The ports asked for (HTTP on the usual web ports, else TCP; an NLB's are TCP); without any, HTTP on 80,
+    plus (SLB only) TCP on 443 when the security group opens 443.
     """
-    ports = [(80, "http")]
+    lb = spec["load_balancer"]
+    if lb.get("listeners"):
+        return [(port, "tcp" if lb["kind"] == "nlb" or port not in _HTTP_PORTS else "http") for port in lb["listeners"]]
+    ports = [(80, "tcp" if lb["kind"] == "nlb" else "http")]
     rules = spec["security_group"]["rules"] if spec["security_group"] else []
-    if spec["load_balancer"]["kind"] == "slb" and any(rule["port_range"] == "443/443" for rule in rules):
+    if lb["kind"] == "slb" and any(rule["port_range"] == "443/443" for rule in rules):
         ports.append((443, "tcp"))
     return ports
 
@@ -175,7 +189,7 @@ def _load_balancer(tf: _Tf) -> None:
         return
     if lb["kind"] == "alb":
         body: list[tuple[str, Any]] = [
-            ("load_balancer_name", "iac-code-alb"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
+            ("load_balancer_name", lb["name"]), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
             ("address_type", "Internet" if lb["public"] else "Intranet"), ("load_balancer_edition", "Standard"),
             ("load_balancer_billing_config", Block([("pay_type", "PayAsYouGo")])),
         ]
@@ -188,8 +202,11 @@ def _load_balancer(tf: _Tf) -> None:
         _alb_backends(tf)
         return
     address_type = "internet" if lb["public"] else "intranet"
-    tf.resource("slb", "slb", [("load_balancer_name", "iac-code-slb"), ("address_type", address_type),
-                               ("load_balancer_spec", "slb.s1.small"), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id"))])
+    body = [("load_balancer_name", lb["name"]), ("address_type", address_type),
+            ("load_balancer_spec", lb.get("spec") or "slb.s1.small"), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id"))]
+    if lb.get("bandwidth") and lb["public"]:
+        body += [("internet_charge_type", "PayByBandwidth"), ("bandwidth", lb["bandwidth"])]
+    tf.resource("slb", "slb", body)
     tf.output("slb_id", "ID of the SLB instance.", "alicloud_slb_load_balancer.slb.id")
     tf.output("slb_address", "IP address of the SLB instance.", "alicloud_slb_load_balancer.slb.address")
     _slb_backends(tf)
@@ -201,18 +218,21 @@ def _nlb(tf: _Tf) -> None:
     zones = [("zone_mappings", Block([("vswitch_id", Expr(f"alicloud_vswitch.vsw{i}.id")),
                                       ("zone_id", Expr(f"alicloud_vswitch.vsw{i}.zone_id"))]))
              for i in range(1, len(spec["vswitches"]) + 1)]
-    tf.resource("nlb", "nlb", [("load_balancer_name", "iac-code-nlb"), ("load_balancer_type", "Network"),
+    tf.resource("nlb", "nlb", [("load_balancer_name", spec["load_balancer"]["name"]), ("load_balancer_type", "Network"),
                                ("address_type", "Internet" if spec["load_balancer"]["public"] else "Intranet"),
                                ("address_ip_version", "Ipv4"), ("vpc_id", Expr("alicloud_vpc.vpc.id")), *zones])
     tf.resource("nlb_server_group", "nlb", [("server_group_name", "iac-code-nlb-sg"), ("server_group_type", "Instance"),
                                             ("vpc_id", Expr("alicloud_vpc.vpc.id")), ("protocol", "TCP"),
                                             ("health_check", Block([("health_check_enabled", True)]))])
-    tf.resource("nlb_listener", "nlb_80", [("listener_protocol", "TCP"), ("listener_port", 80),
-                                           ("load_balancer_id", Expr("alicloud_nlb_load_balancer.nlb.id")),
-                                           ("server_group_id", Expr("alicloud_nlb_server_group.nlb.id"))], taggable=False)
+    ports = spec["load_balancer"]["ports"]
+    for port, _ in ports:
+        tf.resource("nlb_listener", f"nlb_{port}", [("listener_protocol", "TCP"), ("listener_port", port),
+                                                    ("load_balancer_id", Expr("alicloud_nlb_load_balancer.nlb.id")),
+                                                    ("server_group_id", Expr("alicloud_nlb_server_group.nlb.id"))],
+                    taggable=False)
     for index, server in enumerate(_instance_ids(spec), start=1):
         tf.resource("nlb_backend", f"nlb_{index}", [("server_group_id", Expr("alicloud_nlb_server_group.nlb.id")),
-                                                    ("server_id", server), ("server_type", "Ecs"), ("port", 80),
+                                                    ("server_id", server), ("server_type", "Ecs"), ("port", ports[0][0]),
                                                     ("weight", 100)], taggable=False)
     tf.output("nlb_id", "ID of the NLB instance.", "alicloud_nlb_load_balancer.nlb.id")
     tf.output("nlb_dns_name", "DNS name of the NLB instance.", "alicloud_nlb_load_balancer.nlb.dns_name")
@@ -225,7 +245,7 @@ def _instance_ids(spec: dict[str, Any]) -> list[Expr]:
 def _slb_backends(tf: _Tf) -> None:
     """SLB listeners (see ``listener_ports``) and every ECS instance as a backend server."""
     slb = Expr("alicloud_slb_load_balancer.slb.id")
-    for port, protocol in listener_ports(tf.spec):
+    for port, protocol in tf.spec["load_balancer"]["ports"]:
         tf.resource("slb_listener", f"slb_{port}", [("load_balancer_id", slb), ("frontend_port", port), ("backend_port", port),
                                                     ("protocol", protocol), ("bandwidth", -1)], taggable=False)
     servers = [("backend_servers", Block([("server_id", server), ("weight", 100)])) for server in _instance_ids(tf.spec)]
@@ -239,34 +259,39 @@ def _alb_backends(tf: _Tf) -> None:
         ("server_group_name", "iac-code-alb-sg"), ("protocol", "HTTP"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
         ("health_check_config", Block([("health_check_enabled", True)])),
     ]
-    body += [("servers", Block([("server_id", server), ("server_type", "Ecs"), ("port", 80), ("weight", 100)]))
+    ports = tf.spec["load_balancer"]["ports"]
+    body += [("servers", Block([("server_id", server), ("server_type", "Ecs"), ("port", ports[0][0]), ("weight", 100)]))
              for server in _instance_ids(tf.spec)]
     tf.resource("alb_server_group", "alb", body)
     tuples = Block([("server_group_id", Expr("alicloud_alb_server_group.alb.id"))])
     action = Block([("type", "ForwardGroup"), ("forward_group_config", Block([("server_group_tuples", tuples)]))])
-    tf.resource("alb_listener", "alb_80", [("load_balancer_id", Expr("alicloud_alb_load_balancer.alb.id")),
-                                           ("listener_protocol", "HTTP"), ("listener_port", 80), ("default_actions", action)],
-                taggable=False)
+    for port, _ in ports:
+        tf.resource("alb_listener", f"alb_{port}", [("load_balancer_id", Expr("alicloud_alb_load_balancer.alb.id")),
+                                                    ("listener_protocol", "HTTP"), ("listener_port", port),
+                                                    ("default_actions", action)], taggable=False)
 
 
 def _nat(tf: _Tf) -> None:
     spec = tf.spec
-    eip = spec["nat"] or spec["eip"]
+    eip = spec["eip"]
     if not eip:
         return
-    tf.resource("eip", "eip", [("address_name", "iac-code-eip"), ("bandwidth", str(eip["bandwidth"])),
-                               ("internet_charge_type", "PayByTraffic")])
-    tf.output("eip_address", "Public IP address of the EIP.", "alicloud_eip_address.eip.ip_address")
+    names = ["eip" if index == 1 else f"eip{index}" for index in range(1, eip["count"] + 1)]
+    for index, name in enumerate(names, start=1):
+        tf.resource("eip", name, [("address_name", "iac-code-eip" if index == 1 else f"iac-code-eip-{index}"),
+                                  ("bandwidth", str(eip["bandwidth"])), ("internet_charge_type", "PayByTraffic")])
+        tf.output(f"{name}_address", f"Public IP address of EIP {index}.", f"alicloud_eip_address.{name}.ip_address")
     if not spec["nat"]:
-        if spec["ecs"]:
-            tf.resource("eip_association", "eip", [("allocation_id", Expr("alicloud_eip_address.eip.id")),
-                                                   ("instance_id", Expr("alicloud_instance.ecs[0].id"))], taggable=False)
+        for index, name in enumerate(names[:spec["ecs"]["count"] if spec["ecs"] else 0]):
+            tf.resource("eip_association", name, [("allocation_id", Expr(f"alicloud_eip_address.{name}.id")),
+                                                   ("instance_id", Expr(f"alicloud_instance.ecs[{index}].id"))], taggable=False)
         return
     tf.resource("nat_gateway", "nat", [("nat_gateway_name", "iac-code-nat"), ("vpc_id", Expr("alicloud_vpc.vpc.id")),
                                        ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")), ("nat_type", "Enhanced"),
                                        ("payment_type", "PayAsYouGo")])
-    tf.resource("eip_association", "eip", [("allocation_id", Expr("alicloud_eip_address.eip.id")),
-                                           ("instance_id", Expr("alicloud_nat_gateway.nat.id"))], taggable=False)
+    for name in names:
+        tf.resource("eip_association", name, [("allocation_id", Expr(f"alicloud_eip_address.{name}.id")),
+                                              ("instance_id", Expr("alicloud_nat_gateway.nat.id"))], taggable=False)
     for index in range(1, len(spec["vswitches"]) + 1):
         tf.resource("snat_entry", f"snat{index}", [
             ("snat_table_id", Expr("alicloud_nat_gateway.nat.snat_table_ids")),
@@ -281,7 +306,7 @@ def _data(tf: _Tf) -> None:
     if spec["rds"]:
         rds = spec["rds"]
         tf.resource("rds", "db", [
-            ("instance_name", "iac-code-db"), ("engine", rds["engine"]), ("engine_version", rds["version"]),
+            ("instance_name", rds["name"]), ("engine", rds["engine"]), ("engine_version", rds["version"]),
             ("instance_type", rds["class"]), ("instance_storage", rds["storage"]), ("db_instance_storage_type", "cloud_essd"),
             ("vswitch_id", Expr('"${alicloud_vswitch.vsw1.id},${alicloud_vswitch.vsw2.id}"') if rds.get("ha")
              else Expr("alicloud_vswitch.vsw1.id")),
@@ -300,9 +325,10 @@ def _data(tf: _Tf) -> None:
         redis = spec["redis"]
         password = tf.password("redis_password", "Password of the Redis instance.")
         tf.resource("redis", "redis", [
-            ("db_instance_name", "iac-code-redis"), ("instance_type", "Redis"), ("instance_class", redis["class"]),
+            ("db_instance_name", redis["name"]), ("instance_type", "Redis"), ("instance_class", redis["class"]),
             ("engine_version", redis["version"]), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")),
-            ("zone_id", Expr("alicloud_vswitch.vsw1.zone_id")), ("security_ips", [spec["vpc"]["cidr"]]), ("password", password)])
+            ("zone_id", Expr("alicloud_vswitch.vsw1.zone_id")), ("security_ips", [redis.get("whitelist") or spec["vpc"]["cidr"]]),
+            ("password", password)])
         tf.output("redis_instance_id", "ID of the Redis instance.", "alicloud_kvstore_instance.redis.id")
     if spec["oss"]:
         oss = spec["oss"]
@@ -310,6 +336,8 @@ def _data(tf: _Tf) -> None:
                                        ("server_side_encryption_rule", Block([("sse_algorithm", oss["encryption"])]))]
         if oss.get("versioning"):
             body.append(("versioning", Block([("status", "Enabled")])))
+        if oss.get("storage_class"):
+            body.append(("storage_class", oss["storage_class"]))
         if oss.get("expire_days"):
             body.append(("lifecycle_rule", Block([("id", "expire-objects"), ("prefix", ""), ("enabled", True),
                                                   ("expiration", Block([("days", oss["expire_days"])]))])))
@@ -323,16 +351,16 @@ def _databases(tf: _Tf) -> None:
         mongo = spec["mongodb"]
         password = tf.password("mongodb_password", "Password of the MongoDB root account.")
         tf.resource("mongodb", "mongo", [
-            ("name", "iac-code-mongodb"), ("engine_version", mongo["version"]), ("db_instance_class", mongo["class"]),
+            ("name", mongo["name"]), ("engine_version", mongo["version"]), ("db_instance_class", mongo["class"]),
             ("db_instance_storage", mongo["storage"]), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")),
-            ("security_ip_list", [spec["vpc"]["cidr"]]), ("account_password", password)])
+            ("security_ip_list", [mongo.get("whitelist") or spec["vpc"]["cidr"]]), ("account_password", password)])
         tf.output("mongodb_instance_id", "ID of the MongoDB instance.", "alicloud_mongodb_instance.mongo.id")
     if spec.get("polardb"):
         polar = spec["polardb"]
         tf.resource("polardb", "polar", [
             ("db_type", polar["engine"]), ("db_version", polar["version"]), ("db_node_class", polar["class"]),
             ("pay_type", "PostPaid"), ("vswitch_id", Expr("alicloud_vswitch.vsw1.id")),
-            ("security_ips", [spec["vpc"]["cidr"]]), ("description", "iac-code-polardb")])
+            ("security_ips", [polar.get("whitelist") or spec["vpc"]["cidr"]]), ("description", polar["name"])])
         tf.output("polardb_cluster_id", "ID of the PolarDB cluster.", "alicloud_polardb_cluster.polar.id")
         tf.output("polardb_connection_string", "Connection string of the PolarDB cluster.",
                   "alicloud_polardb_cluster.polar.connection_string")
@@ -344,7 +372,7 @@ def _nas(tf: _Tf) -> None:
         return
     tf.resource("nas_file_system", "nas", [("protocol_type", nas["protocol"]), ("storage_type", nas["storage"]),
                                            ("file_system_type", "standard"), ("encrypt_type", 1),
-                                           ("description", "iac-code-nas")])
+                                           ("description", nas["name"])])
     tf.resource("nas_mount_target", "nas", [("file_system_id", Expr("alicloud_nas_file_system.nas.id")),
                                             ("access_group_name", "DEFAULT_VPC_GROUP_NAME"),
                                             ("vswitch_id", Expr("alicloud_vswitch.vsw1.id"))], taggable=False)
@@ -359,7 +387,7 @@ def _ess(tf: _Tf) -> None:
     if not ess:
         return
     body: list[tuple[str, Any]] = [
-        ("scaling_group_name", "iac-code-asg"), ("min_size", ess["min"]), ("max_size", ess["max"]),
+        ("scaling_group_name", ess["name"]), ("min_size", ess["min"]), ("max_size", ess["max"]),
         ("vswitch_ids", [Expr(f"alicloud_vswitch.vsw{i}.id") for i in range(1, len(spec["vswitches"]) + 1)]),
         ("multi_az_policy", "BALANCE"), ("removal_policies", ["OldestInstance", "NewestInstance"])]
     if spec["load_balancer"] and spec["load_balancer"]["kind"] == "slb":
@@ -380,8 +408,8 @@ def _ack(tf: _Tf) -> None:
         return
     vswitches = [Expr(f"alicloud_vswitch.vsw{index}.id") for index in range(1, len(spec["vswitches"]) + 1)]
     body: list[tuple[str, Any]] = [
-        ("name", "iac-code-ack"), ("cluster_spec", "ack.pro.small"), ("vswitch_ids", vswitches),
-        ("pod_cidr", "172.20.0.0/16"), ("service_cidr", "172.21.0.0/20"), ("new_nat_gateway", True),
+        ("name", ack["name"]), ("cluster_spec", "ack.pro.small"), ("vswitch_ids", vswitches),
+        ("pod_cidr", ack["pod_cidr"]), ("service_cidr", ack["service_cidr"]), ("new_nat_gateway", True),
         ("slb_internet_enabled", ack["public_api"])]
     if ack["version"]:
         body.append(("version", ack["version"]))
