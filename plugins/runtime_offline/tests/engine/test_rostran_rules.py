@@ -55,8 +55,10 @@ def _cases(path: Path) -> list[Any]:
 
 
 def _corpus_files() -> list[Path]:
-    """Every generation corpus under tests/engine: a file with "corpus" in its name holding cases with a "prompt"."""
-    return [path for path in sorted(HERE.rglob("*corpus*.y*ml"))
+    """Every generation corpus under tests/engine: a YAML file named ``*corpus*`` or ``generation_requests*``
+    (the request corpora, held-out third included) holding cases with a "prompt"."""
+    files = {*HERE.rglob("*corpus*.y*ml"), *HERE.rglob("generation_requests*.y*ml")}
+    return [path for path in sorted(files)
             if any(isinstance(case, dict) and isinstance(case.get("prompt"), str) for case in _cases(path))]
 
 
@@ -157,8 +159,9 @@ def test_the_rules_are_there_and_load_once() -> None:
 
 
 def test_there_are_corpora_to_check() -> None:
-    assert any(path.name == "generation_corpus.yaml" for path in _corpus_files())
-    assert len(CASES) >= 150
+    names = {path.name for path in _corpus_files()}
+    assert {"generation_corpus.yaml", "generation_requests.yaml", "generation_requests_heldout.yaml"} <= names
+    assert len(CASES) >= 600
 
 
 @pytest.mark.parametrize(("case", "prompts"), CASES, ids=[case for case, _ in CASES])
