@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from iac_code import compat03, jsonio, messages, tracing
+from iac_code import jsonio, messages, tracing
 from iac_code.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
 from iac_code.artifacts import StoredArtifact
@@ -38,7 +38,17 @@ from iac_code.card import CardDocument
 from iac_code.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
-from iac_code.dispatcher import MESSAGE_METHODS, RAW_PARAMS_KEY, CallInfo, JsonRpcDispatcher, protocol_error
+from iac_code.dispatcher import (
+    MESSAGE_METHODS,
+    RAW_PARAMS_KEY,
+    STREAMING_METHODS,
+    CallError,
+    CallInfo,
+    JsonRpcDispatcher,
+    decode_json,
+    protocol_error,
+    requested_version,
+)
 from iac_code.errors import ConfigProblems, StartupError
 from iac_code.framing import (
     TOO_LARGE,
@@ -69,18 +79,22 @@ from iac_code.push_jobs import (
     order_key,
 )
 from iac_code.records import (
+    AdapterRoute,
     AgentRuntimeSpec,
     CardSignerSpec,
     CliCommandSpec,
     ClientTarget,
     DecodeContext,
     DecodedPart,
+    HttpReply,
     HttpRouteSpec,
+    HttpStream,
     InputPart,
     InterfaceInfo,
     JsonRpcChannel,
     PartDecodeError,
     PartDecoderSpec,
+    ProtocolAdapterSpec,
     PushContext,
     PushQueueSpec,
     PushService,
@@ -96,7 +110,6 @@ from iac_code.records import (
     TransportSpec,
     normalise_name,
 )
-from iac_code.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestReply, RestRoute, error_reply
 from iac_code.runtime import (
     ArtifactPayload,
     RuntimeEvent,
@@ -197,6 +210,9 @@ class PluginContext(Protocol):
     artifacts: ArtifactFiles
     """The stored artifacts, for the transport that serves them."""
 
+    protocol_adapters: Sequence[ProtocolAdapterSpec]
+    """The installed protocol adapters (``iac_code_protocol_adapters``): the HTTP transport serves their routes."""
+
     @property
     def card_document(self) -> CardDocument:
         """The public Agent Card as served: its JSON body and cache validators (``ETag``, ``Last-Modified``)."""
@@ -248,7 +264,6 @@ __all__ = [
     "API_VERSION_ATTRIBUTE",
     "ARTIFACT_ROUTE_PREFIX",
     "AUTH_ENV",
-    "BINDING",
     "DEFAULT_API_KEY_HEADER",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_RETAINED_EVENTS",
@@ -256,14 +271,15 @@ __all__ = [
     "MESSAGE_METHODS",
     "NOT_STORED",
     "RAW_PARAMS_KEY",
-    "REST_ROUTES",
-    "TENANT_PREFIX",
+    "STREAMING_METHODS",
     "TOO_LARGE",
     "UNAUTHORIZED",
+    "AdapterRoute",
     "AgentRuntimeSpec",
     "Answer",
     "ArtifactFiles",
     "ArtifactPayload",
+    "CallError",
     "CallInfo",
     "CardDocument",
     "CardSignerSpec",
@@ -277,7 +293,9 @@ __all__ = [
     "DecodeContext",
     "DecodedPart",
     "Event",
+    "HttpReply",
     "HttpRouteSpec",
+    "HttpStream",
     "InputPart",
     "InterfaceInfo",
     "JobCodec",
@@ -295,6 +313,7 @@ __all__ = [
     "PluginContext",
     "Principal",
     "PrincipalUser",
+    "ProtocolAdapterSpec",
     "PushConfigRecords",
     "PushContext",
     "PushJob",
@@ -304,9 +323,6 @@ __all__ = [
     "PushServiceSpec",
     "QueueContext",
     "RateLimitedLog",
-    "RestBinding",
-    "RestReply",
-    "RestRoute",
     "Route",
     "RouteCandidate",
     "RouteQuery",
@@ -339,10 +355,9 @@ __all__ = [
     "atomic_write",
     "client_transports",
     "command_context",
-    "compat03",
     "decode_frame",
+    "decode_json",
     "dumps",
-    "error_reply",
     "error_response",
     "fail",
     "file_lock",
@@ -377,6 +392,7 @@ __all__ = [
     "redact",
     "redis_location",
     "request_id_of",
+    "requested_version",
     "routers",
     "run_tool",
     "run_until_stopped",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         CliCommandSpec,
         HttpRouteSpec,
         PartDecoderSpec,
+        ProtocolAdapterSpec,
         PushQueueSpec,
         PushServiceSpec,
         RouterSpec,
@@ -195,6 +196,20 @@ def iac_code_http_routes(kernel: Kernel) -> list[HttpRouteSpec]:
 
     :param kernel: the running kernel (configuration, card, dispatcher).
     :return: route records; authentication applies unless ``auth=False``.
+    """
+
+
+@hookspec
+def iac_code_protocol_adapters() -> list[ProtocolAdapterSpec]:
+    """Answer another protocol version (A2A 0.3 clients) over the one A2A 1.0 call core.
+
+    Called once when the kernel is built, before anything binds: the dispatcher answers the
+    adapters' JSON-RPC method names on every transport, the HTTP transport serves their
+    HTTP+JSON routes, and the Agent Card document may take their fields. An A2A 1.0 call
+    never reaches an adapter.
+
+    :return: adapter records; a method name claimed by two adapters, or an A2A 1.0 method
+        name claimed at all, is a start-up error naming the plugins.
     """
 
 

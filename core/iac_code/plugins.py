@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -32,6 +32,7 @@ from iac_code.records import (
     CliCommandSpec,
     HttpRouteSpec,
     PartDecoderSpec,
+    ProtocolAdapterSpec,
     PushQueueSpec,
     PushServiceSpec,
     RouterSpec,
@@ -67,6 +68,7 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
     "llm": "a2a-llm",
     "runtime-llm": "a2a-llm",
     "a2a-client": "a2a",
+    "compat-v03": "a2a",
 }
 
 
@@ -377,6 +379,23 @@ class Plugins:
 
     def http_routes(self, kernel: Kernel) -> list[Provided[HttpRouteSpec]]:
         return self._collect("iac_code_http_routes", HttpRouteSpec, kernel=kernel)
+
+    def protocol_adapters(self, reserved: Collection[str] = ()) -> list[Provided[ProtocolAdapterSpec]]:
+        """Every protocol adapter; a method name two adapters claim, or one of ``reserved`` (the A2A 1.0
+        names), is a start-up error naming the plugins."""
+        provided = self._collect("iac_code_protocol_adapters", ProtocolAdapterSpec)
+        owners: dict[str, Provided[ProtocolAdapterSpec]] = {}
+        for p in provided:
+            for method in p.record.methods:
+                if method in reserved:
+                    raise StartupError(f"Protocol adapter {p.record.name!r} of {p.plugin} ({p.distribution}) "
+                                       f"claims the A2A 1.0 method {method!r}")
+                other = owners.setdefault(method, p)
+                if other is not p:
+                    raise StartupError(
+                        f"Method {method!r} is answered by both {other.plugin} ({other.distribution}) and "
+                        f"{p.plugin} ({p.distribution}); block one with disabled-plugins")
+        return provided
 
     def check_config(self, config: Any, transports: list[str]) -> list[str]:
         """Every plugin's problem lines for ``config`` (``iac_code_check_config``), in plugin order."""
