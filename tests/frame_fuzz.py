@@ -386,7 +386,6 @@ class GrpcJsonRpcWire:
 
     def __init__(self, target: str, credentials: dict[str, str]) -> None:
         from grpc import aio
-
         from iac_code_transport_grpc.a2a_jsonrpc_bindings import SEND_PATH, STREAM_PATH, JsonRpcEnvelope
 
         self.envelope = JsonRpcEnvelope

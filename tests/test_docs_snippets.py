@@ -156,6 +156,11 @@ async def test_a_hook_snippet_is_a_working_plugin(block: Block, tmp_path: Path, 
                 if provided.record.method == "GET":
                     reply = await http.get(server.url.rstrip("/") + provided.record.path)
                     assert reply.status_code == 200, reply.text
+            for provided in mine.get("iac_code_protocol_adapters", []):
+                for method in provided.record.methods:  # the dispatcher hands the adapter its names
+                    reply = await http.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": method},
+                                            headers={"A2A-Version": "1.0"})
+                    assert reply.status_code == 200 and "result" in reply.json(), reply.text
 
 
 def _collected(plugins: Any, kernel: Any) -> dict[str, list[Any]]:
@@ -170,4 +175,5 @@ def _collected(plugins: Any, kernel: Any) -> dict[str, list[Any]]:
     mine = {hook: [p for p in table.values() if p.plugin == "snippet"] for hook, table in tables.items()}
     mine["iac_code_http_routes"] = [p for p in plugins.http_routes(kernel) if p.plugin == "snippet"]
     mine["iac_code_config_model"] = [p for p in plugins.config_models() if p.plugin == "snippet"]
+    mine["iac_code_protocol_adapters"] = [p for p in plugins.protocol_adapters() if p.plugin == "snippet"]
     return mine

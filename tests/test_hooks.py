@@ -29,6 +29,7 @@ from iac_code.records import (
     HttpRouteSpec,
     InterfaceInfo,
     PartDecoderSpec,
+    ProtocolAdapterSpec,
     PushContext,
     PushQueueSpec,
     PushServiceSpec,
@@ -106,6 +107,12 @@ class CallCounter(Instrumentation):
         return await pending
 
 
+async def count_tasks(dispatcher: Any, request: Any, call: CallInfo) -> dict[str, Any]:
+    """A protocol adapter's one method, ``test/countTasks``: the caller's tasks, counted through the 1.0 ListTasks."""
+    page = await dispatcher.invoke("ListTasks", {}, call, request_id=request.get("id"), legacy=True)
+    return {"jsonrpc": "2.0", "id": request.get("id"), "result": {"count": len(page.get("tasks", []))}}
+
+
 class EveryHookPlugin:
     """Implements every hookspec."""
 
@@ -179,6 +186,10 @@ class EveryHookPlugin:
 
         return [HttpRouteSpec("GET", "/every-hook", handler)]
 
+    @hookimpl
+    def iac_code_protocol_adapters(self) -> list[ProtocolAdapterSpec]:
+        return [ProtocolAdapterSpec(name="test-adapter", methods={"test/countTasks": count_tasks})]
+
 
 def test_every_hook_is_documented_and_has_a_docstring() -> None:
     docs = DOCS.read_text(encoding="utf-8")
@@ -211,6 +222,7 @@ def test_every_hook_is_collected() -> None:
     assert "test-tool" in plugins.tools()
     assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
+    assert [p.record.name for p in plugins.protocol_adapters() if p.plugin == "every-hook"] == ["test-adapter"]
     assert plugins.cli_commands("a2a")["every-hook"].plugin == "every-hook" and "every-hook" not in plugins.cli_commands()
     assert [p.record for p in plugins.config_models() if p.plugin == "every-hook"] == [LoopbackConfig]
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
@@ -258,8 +270,11 @@ async def test_kernel_uses_plugin_transport_decoder_push_and_config() -> None:
         listed = await LoopbackTransport.last.call(json.dumps({
             "jsonrpc": "2.0", "id": 3, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": task_id}}).encode())
         assert [c["id"] for c in listed["result"]["configs"]] == ["c1"]
+        counted = await LoopbackTransport.last.call(b'{"jsonrpc":"2.0","id":4,"method":"test/countTasks"}')
+        assert counted == {"jsonrpc": "2.0", "id": 4, "result": {"count": 1}}  # the adapter, over the 1.0 core
         assert CallCounter.last.calls == ["SendMessage", "CreateTaskPushNotificationConfig",  # instrumentation saw each call
-                                          "CreateTaskPushNotificationConfig", "ListTaskPushNotificationConfigs"]
+                                          "CreateTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+                                          "ListTasks"]
     finally:
         await kernel.stop()
 
@@ -310,6 +325,18 @@ class DuplicateDecoder:
                                 decode=lambda part, ctx: DecodedPart())]
 
 
+class DuplicateAdapter:
+    @hookimpl
+    def iac_code_protocol_adapters(self) -> list[ProtocolAdapterSpec]:
+        return [ProtocolAdapterSpec(name="dup", methods={"message/send": count_tasks})]
+
+
+class ReservedAdapter:
+    @hookimpl
+    def iac_code_protocol_adapters(self) -> list[ProtocolAdapterSpec]:
+        return [ProtocolAdapterSpec(name="reserved", methods={"GetTask": count_tasks})]
+
+
 def test_conflicts_name_both_plugins() -> None:
     with pytest.raises(StartupError, match=r"'http' is provided by both http \(iac-code-transport-http\) and dup"):
         make_kernel(extra_plugins={"dup": DuplicateTransport()})
@@ -319,6 +346,16 @@ def test_conflicts_name_both_plugins() -> None:
         make_kernel(extra_plugins={"dup-dec": DuplicateDecoder()})
     with pytest.raises(StartupError, match="returned str from iac_code_transports"):
         make_kernel(extra_plugins={"wrong": WrongRecord()})
+    with pytest.raises(StartupError, match=r"Method 'message/send' is answered by both compat-v03 "
+                                           r"\(iac-code-compat-v03\) and dup-adapter \(tests\)"):
+        make_kernel(extra_plugins={"dup-adapter": DuplicateAdapter()})
+    plugins = Plugins.load()
+    plugins.register(DuplicateAdapter(), "dup-adapter", distribution="tests")
+    assert any(line.startswith("Method 'message/send' is answered by both compat-v03") for line in
+               validation.check_startup(make_kernel().config, plugins))  # --check-config reports it too
+    with pytest.raises(StartupError, match=r"Protocol adapter 'reserved' of reserved-adapter \(tests\) claims the "
+                                           r"A2A 1.0 method 'GetTask'"):
+        make_kernel(extra_plugins={"reserved-adapter": ReservedAdapter()})
 
 
 def test_misspelled_hook_fails_loudly() -> None:

@@ -70,7 +70,7 @@ async def test_what_a_context_shows_a_plugin() -> None:
     async with start_server({"transport": ["http", "websocket"], "port": 0, "card-public": True}) as server:
         context: api.PluginContext = server.kernel
         assert context.transport_names == ("http", "websocket")
-        assert [i.protocol_binding for i in context.interfaces][:2] == ["JSONRPC", api.BINDING]
+        assert [i.protocol_binding for i in context.interfaces][:2] == ["JSONRPC", "HTTP+JSON"]
         assert context.readiness == "ready" and context.dispatcher is not None
         tools = context.tools()
         assert "read-file" in tools and all(isinstance(spec, api.ToolSpec) for spec in tools.values())

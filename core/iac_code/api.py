@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iac_code import compat03, jsonio, messages, tracing
+from iac_code import jsonio, messages, tracing
 from iac_code.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
@@ -38,10 +38,14 @@ from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_
 from iac_code.dispatcher import (
     MESSAGE_METHODS,
     RAW_PARAMS_KEY,
+    STREAMING_METHODS,
+    CallError,
     CallInfo,
     JsonRpcDispatcher,
+    decode_json,
     error_code,
     protocol_error,
+    requested_version,
 )
 from iac_code.errors import ConfigProblems, StartupError
 from iac_code.framing import (
@@ -75,6 +79,7 @@ from iac_code.push_jobs import (
     order_key,
 )
 from iac_code.records import (
+    AdapterRoute,
     AgentRuntimeSpec,
     ArtifactFiles,
     CardDocument,
@@ -83,13 +88,16 @@ from iac_code.records import (
     ClientTarget,
     DecodeContext,
     DecodedPart,
+    HttpReply,
     HttpRouteSpec,
+    HttpStream,
     InputPart,
     InterfaceInfo,
     JsonRpcChannel,
     PartDecodeError,
     PartDecoderSpec,
     PluginContext,
+    ProtocolAdapterSpec,
     PushContext,
     PushQueueSpec,
     PushService,
@@ -106,7 +114,6 @@ from iac_code.records import (
     TransportSpec,
     normalise_name,
 )
-from iac_code.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestReply, RestRoute, error_reply
 from iac_code.runtime import (
     ArtifactPayload,
     RuntimeEvent,
@@ -174,7 +181,6 @@ __all__ = [
     "API_VERSION_ATTRIBUTE",
     "ARTIFACT_ROUTE_PREFIX",
     "AUTH_ENV",
-    "BINDING",
     "DEFAULT_API_KEY_HEADER",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_RETAINED_EVENTS",
@@ -182,15 +188,16 @@ __all__ = [
     "MESSAGE_METHODS",
     "NOT_STORED",
     "RAW_PARAMS_KEY",
-    "REST_ROUTES",
-    "TENANT_PREFIX",
+    "STREAMING_METHODS",
     "TOO_LARGE",
     "UNAUTHORIZED",
     "Activity",
+    "AdapterRoute",
     "AgentRuntimeSpec",
     "Answer",
     "ArtifactFiles",
     "ArtifactPayload",
+    "CallError",
     "CallInfo",
     "CardDocument",
     "CardSignerSpec",
@@ -204,7 +211,9 @@ __all__ = [
     "DecodeContext",
     "DecodedPart",
     "Event",
+    "HttpReply",
     "HttpRouteSpec",
+    "HttpStream",
     "InputPart",
     "Instrumentation",
     "InterfaceInfo",
@@ -223,6 +232,7 @@ __all__ = [
     "PluginContext",
     "Principal",
     "PrincipalUser",
+    "ProtocolAdapterSpec",
     "PushConfigRecords",
     "PushContext",
     "PushJob",
@@ -232,9 +242,6 @@ __all__ = [
     "PushServiceSpec",
     "QueueContext",
     "RateLimitedLog",
-    "RestBinding",
-    "RestReply",
-    "RestRoute",
     "Route",
     "RouteCandidate",
     "RouteQuery",
@@ -267,11 +274,10 @@ __all__ = [
     "atomic_write",
     "client_transports",
     "command_context",
-    "compat03",
     "decode_frame",
+    "decode_json",
     "dumps",
     "error_code",
-    "error_reply",
     "error_response",
     "fail",
     "file_lock",
@@ -306,6 +312,7 @@ __all__ = [
     "redact",
     "redis_location",
     "request_id_of",
+    "requested_version",
     "routers",
     "run_tool",
     "run_until_stopped",

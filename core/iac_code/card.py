@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from email.utils import formatdate
 from typing import Any
 
-from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
@@ -28,7 +27,6 @@ from a2a.types.a2a_pb2 import (
     SecurityScheme,
     StringList,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_0_3
 from google.protobuf.json_format import MessageToDict
 
 from iac_code import __version__
@@ -38,8 +36,6 @@ from iac_code.records import CardDocument, InterfaceInfo
 
 ARTIFACT_METADATA_EXTENSION = "urn:iac-code:a2a:artifact-metadata:v1"
 THINKING_EXPOSURE_EXTENSION = "urn:iac-code:a2a:thinking-exposure:v1"
-# The bindings this server also serves as 0.3 (JSON-RPC by method name, HTTP+JSON under /v1).
-LEGACY_BINDINGS = frozenset({"JSONRPC", "HTTP+JSON"})
 
 DESCRIPTION = "AI-powered Infrastructure as Code assistant for Alibaba Cloud ROS and Terraform workflows."
 UNAUTHENTICATED_NOTE = " Unauthenticated A2A server mode is intended for trusted local environments."
@@ -158,38 +154,6 @@ def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
     return card
 
 
-def legacy_interfaces(card: AgentCard) -> list[AgentInterface]:
-    """The 0.3 interfaces this server serves: a 0.3 twin of each 1.0 JSON-RPC and HTTP+JSON interface.
-
-    The same endpoints answer 0.3 clients (0.3 method names on ``POST /``, the
-    ``/v1/...`` routes under the HTTP+JSON URL: :mod:`iac_code.compat03`); gRPC does not.
-    """
-    return [AgentInterface(url=i.url, protocol_binding=i.protocol_binding, protocol_version=PROTOCOL_VERSION_0_3)
-            for i in card.supported_interfaces
-            if i.protocol_binding in LEGACY_BINDINGS and not is_legacy_version(i.protocol_version)]
-
-
-def card_document(card: AgentCard) -> dict[str, Any]:
-    """The card's JSON as served over HTTP: the 1.0 card plus the legacy 0.3 fields a 0.3 client reads.
-
-    ``supportedInterfaces`` stays the 1.0 list. a2a-sdk's ``agent_card_to_dict`` derives
-    the legacy fields (``url``, ``preferredTransport``, ``protocolVersion``,
-    ``additionalInterfaces``, ``security``, ...) from the 0.3 interfaces the card
-    lists, so it is given the card with :func:`legacy_interfaces` in their place.
-    1.0 readers (a2a-sdk's card parser, the signature check) ignore the legacy fields.
-    """
-    twins = legacy_interfaces(card)
-    if not twins:
-        return agent_card_to_dict(card)
-    legacy = AgentCard()
-    legacy.CopyFrom(card)
-    del legacy.supported_interfaces[:]
-    legacy.supported_interfaces.extend(twins)
-    document = agent_card_to_dict(legacy)
-    document["supportedInterfaces"] = MessageToDict(card)["supportedInterfaces"]
-    return document
-
-
 def build_extended_card(public: AgentCard, config: ServerConfig) -> AgentCard:
     """The card for authenticated callers: the public card plus runtime details."""
     extended = AgentCard()
@@ -201,6 +165,8 @@ def build_extended_card(public: AgentCard, config: ServerConfig) -> AgentCard:
 
 
 CardSigner = Callable[[AgentCard], AgentCard]
+# A protocol adapter's card document: (card, config) -> the JSON to serve, or None for the 1.0 card's.
+CardDocumentHook = Callable[[AgentCard, ServerConfig], dict[str, Any] | None]
 
 
 class CardService:
@@ -213,8 +179,9 @@ class CardService:
     """
 
     def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None, *,
-                 push_notifications: bool = False) -> None:
+                 push_notifications: bool = False, documents: Sequence[CardDocumentHook] = ()) -> None:
         self._config = config
+        self._documents = tuple(documents)
         self._push_notifications = push_notifications
         self._started = formatdate(usegmt=True)
         self._interfaces = list(interfaces or [])
@@ -255,10 +222,13 @@ class CardService:
         self.document = self._render()
 
     def as_dict(self) -> dict[str, Any]:
-        """The public card as served over HTTP: with the legacy 0.3 fields when ``card-legacy-fields`` is on."""
-        if not getattr(self._config, "card_legacy_fields", False):
-            return agent_card_to_dict(self.card)
-        return card_document(self.card)
+        """The public card as served over HTTP: a protocol adapter's document (e.g. with the 0.3
+        discovery fields), else the 1.0 card's JSON."""
+        for document in self._documents:
+            shaped = document(self.card, self._config)
+            if shaped is not None:
+                return shaped
+        return agent_card_to_dict(self.card)
 
     def _render(self) -> CardDocument:
         card = self.as_dict() if self.card.supported_interfaces else MessageToDict(self.card)

@@ -127,10 +127,6 @@ class ServerConfig(BaseModel):
     card_public: bool = Field(
         False, description="Serve GET /.well-known/agent-card.json without credentials (every other route still "
         "needs them).")
-    card_legacy_fields: bool = Field(
-        False, description="The HTTP card also lists the 0.3 interfaces this server serves, with the A2A 0.3 fields "
-        "(url, preferredTransport, protocolVersion, additionalInterfaces, ...) that 0.3 clients discover a server "
-        "by; off, the card is the strict 1.0 card.")
 
     persistence_dir: str = Field("", description="State directory (default <config-dir>/a2a).")
     artifact_dir: str = Field("", description="Artifact payload directory (default <persistence-dir>/artifacts).")

@@ -13,12 +13,14 @@ texts, never the parser's. Results leave as JSON through
 
 Everything after the envelope is :meth:`JsonRpcDispatcher.invoke` (method name +
 params -> validated protobuf request -> handler call -> result, or
-:class:`CallError`); the HTTP+JSON binding (:mod:`iac_code.rest`) frames the same
-core, so both bindings share one implementation of the protocol.
+:class:`CallError`); the HTTP transport's HTTP+JSON binding frames the same core,
+so both bindings share one implementation of the protocol.
 
-A 0.3 method name (``message/send`` ...) is a 0.3 call whatever ``A2A-Version``
-says: :mod:`iac_code.compat03` maps it to 1.0 and back with a2a-sdk's 0.3
-layer, over the same :meth:`~JsonRpcDispatcher.invoke`.
+Another protocol version's method names (A2A 0.3's ``message/send`` ...) are answered by
+the protocol adapter that claims them (``iac_code_protocol_adapters``, e.g. the
+``iac-code-compat-v03`` plugin), which maps each call onto the same
+:meth:`~JsonRpcDispatcher.invoke`; without one such a name is an unknown method. The 1.0
+path pays nothing for it: adapters are looked up only for a name that is not a 1.0 method.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ from iac_code import jsonio
 from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.instrumentation import Instrumentation
 from iac_code.jsonio import message_to_json
+from iac_code.records import ProtocolAdapterSpec
 
 logger = logging.getLogger(__name__)
 
@@ -242,7 +245,7 @@ def protocol_error(method: str, version: str, requested: frozenset[str] | set[st
     """The A2A-Version (Major.Minor must be 1.0; none means 0.3) and required-extension checks
     every binding applies before a call, with their texts; ``None`` when the call may go on.
 
-    ``legacy``: the binding has settled that this is a 0.3 call (:mod:`iac_code.compat03`),
+    ``legacy``: a protocol adapter has settled the call's version (a 0.3 call mapped to 1.0),
     so only the extension check applies."""
     if not legacy and not _version_compatible(version):
         given = f"A2A version '{_shown(version, 20)}'" if version else (
@@ -354,16 +357,26 @@ class _QueryParams:
 
 
 class JsonRpcDispatcher:
-    """Validates JSON-RPC envelopes and routes A2A 1.0 methods to a RequestHandler."""
+    """Validates JSON-RPC envelopes and routes A2A 1.0 methods to a RequestHandler.
+
+    Method names of another protocol version go to the protocol adapter claiming them
+    (``adapters``); ``streaming_methods`` are the names whose answer is a stream, 1.0's and
+    the adapters', which custom transports frame as streams.
+    """
 
     def __init__(
         self,
         handler: RequestHandler,
         *,
+        adapters: Sequence[ProtocolAdapterSpec] = (),
         required_extensions: frozenset[str] = frozenset(),
         instrumentation: Instrumentation | None = None,
     ) -> None:
         self._handler = handler
+        # Method name -> the protocol adapter's dispatch, for names that are not A2A 1.0 methods.
+        self._adapted = {method: call for adapter in adapters for method, call in adapter.methods.items()}
+        self.streaming_methods: frozenset[str] = STREAMING_METHODS.union(
+            *(adapter.streaming for adapter in adapters))
         self._required = required_extensions
         # What observes each call (metrics, tracing plugins); None: nothing does.
         self.instrumentation = instrumentation
@@ -400,9 +413,10 @@ class JsonRpcDispatcher:
         except InvalidEnvelope as exc:
             return _error(exc.request_id, exc.error)
         request_id, method = envelope.request_id, envelope.method
-        if method in compat03.JSONRPC_METHODS:
-            return await compat03.dispatch_jsonrpc(self, payload, call)
         if method not in METHOD_PARAMS:
+            adapted = self._adapted.get(method)
+            if adapted is not None:
+                return await adapted(self, payload, call)
             return _error(request_id, JsonRpcMethodNotFound(message=f"Method not found: {method[:100]}"))
         params = payload.get("params", {})
         if params is None:
@@ -618,7 +632,3 @@ async def _frames(events: AsyncIterator[dict[str, Any]], request_id: Any) -> Asy
 async def _empty() -> AsyncIterator[Any]:
     return
     yield  # pragma: no cover - makes this an async generator
-
-
-# At the end: compat03 builds on this module's names (CallError, CallInfo, ...).
-from iac_code import compat03  # noqa: E402

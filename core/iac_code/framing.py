@@ -12,8 +12,9 @@ through :func:`serve_frame`, which applies the same rules as HTTP:
   ``-32000`` "Unauthorized";
 * a frame that names no ``A2A-Version`` (neither in its ``headers`` nor on the
   channel) is a 1.0 call, as the anchor's dispatcher sends every custom-transport
-  frame (transports.md §1.1); only a 0.3 *method name* makes a call 0.3. (HTTP
-  keeps A2A 1.0 §3.6: no header there means 0.3.)
+  frame (transports.md §1.1); only a 0.3 *method name* makes a call 0.3, when a
+  protocol adapter answers it (``iac-code-compat-v03``). (HTTP keeps A2A 1.0 §3.6:
+  no header there means 0.3.)
 * then the kernel's one dispatcher, whose :func:`~iac_code.dispatcher.validate_envelope`
   is the one frame validator: a frame that is not a JSON-RPC 2.0 request object
   (a ``method`` that is a list, a batch, a number ...) gets ``-32600`` (``-32700`` when
@@ -42,7 +43,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from iac_code import jsonio
-from iac_code.compat03 import STREAMING_METHODS as STREAMING_METHODS_03
 from iac_code.dispatcher import STREAMING_METHODS, CallInfo, InvalidEnvelope, answer_id, validate_envelope
 from iac_code.log_limits import RateLimitedLog
 
@@ -60,8 +60,6 @@ class FrameHost(Protocol):
     """The JSON-RPC dispatcher, ``None`` while the server is starting."""
 
 
-# Methods whose answer is a stream: the A2A 1.0 names and their 0.3 spellings.
-STREAM_METHODS = STREAMING_METHODS | STREAMING_METHODS_03
 HEADERS_MEMBER = "headers"
 UNAUTHORIZED = {"code": -32000, "message": "Unauthorized"}
 TOO_LARGE = {"code": -32600, "message": "Request payload too large"}
@@ -109,28 +107,30 @@ class FrameInfo:
     """What a transport may read from a frame before serving it, to frame the answer.
 
     ``request_id`` is the id its answers carry; ``method`` is ``None`` unless the frame is
-    a valid JSON-RPC request object (:func:`~iac_code.dispatcher.validate_envelope`).
+    a valid JSON-RPC request object (:func:`~iac_code.dispatcher.validate_envelope`);
+    ``streaming``: the method's answer is a stream.
     """
 
     request_id: str | int | None
     method: str | None
-
-    @property
-    def streaming(self) -> bool:
-        """Whether the frame calls a streaming method (1.0 or 0.3 name)."""
-        return self.method is not None and self.method in STREAM_METHODS
+    streaming: bool = False
 
 
 NOT_A_REQUEST = FrameInfo(None, None)
 
 
-def inspect_frame(frame: Any) -> FrameInfo:
-    """A decoded frame's id and method, through the one validator (never raises)."""
+def inspect_frame(frame: Any, dispatcher: Any = None) -> FrameInfo:
+    """A decoded frame's id and method, through the one validator (never raises).
+
+    Whether the method streams is the ``dispatcher``'s word (its ``streaming_methods``: the
+    1.0 names and those of its protocol adapters); without one, the 1.0 names only.
+    """
     try:
         envelope = validate_envelope(frame)
     except InvalidEnvelope as exc:
         return FrameInfo(exc.request_id, None)
-    return FrameInfo(envelope.request_id, envelope.method)
+    streaming = dispatcher.streaming_methods if dispatcher is not None else STREAMING_METHODS
+    return FrameInfo(envelope.request_id, envelope.method, envelope.method in streaming)
 
 
 def peek(raw: bytes | str, limit: int) -> FrameInfo:
@@ -199,7 +199,7 @@ async def _serve(kernel: FrameHost, raw: bytes | str | Mapping[str, Any], *, tra
     dispatcher = kernel.dispatcher
     if dispatcher is None:
         return error_response(request_id_of(frame), STARTING)
-    if stream_refusal is not None and ok and inspect_frame(frame).streaming:
+    if stream_refusal is not None and ok and inspect_frame(frame, dispatcher).streaming:
         return error_response(request_id_of(frame), stream_refusal)
     extensions = [v for k, v in headers.items() if k == "a2a-extensions"]
     call = CallInfo(principal=principal, headers=headers, extensions=extensions, transport=transport)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         HttpRouteSpec,
         PartDecoderSpec,
         PluginContext,
+        ProtocolAdapterSpec,
         PushQueueSpec,
         PushServiceSpec,
         RouterSpec,
@@ -211,6 +212,20 @@ def iac_code_instrumentation(config: Any) -> Instrumentation | None:
         calls at its measuring points (its ``start`` before the transports bind, its ``stop``
         after the server stopped), or ``None`` when the configuration switches the feature
         off. Several plugins' objects are all called, in plugin order.
+    """
+
+
+@hookspec
+def iac_code_protocol_adapters() -> list[ProtocolAdapterSpec]:
+    """Answer another protocol version (A2A 0.3 clients) over the one A2A 1.0 call core.
+
+    Called once when the kernel is built, before anything binds: the dispatcher answers the
+    adapters' JSON-RPC method names on every transport, the HTTP transport serves their
+    HTTP+JSON routes, and the Agent Card document may take their fields. An A2A 1.0 call
+    never reaches an adapter.
+
+    :return: adapter records; a method name claimed by two adapters, or an A2A 1.0 method
+        name claimed at all, is a start-up error naming the plugins.
     """
 
 

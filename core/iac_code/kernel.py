@@ -24,7 +24,7 @@ from iac_code.card import CardService
 from iac_code.cluster import NodeLink, StateBackend
 from iac_code.config import ServerConfig
 from iac_code.contexts import ContextRegistry
-from iac_code.dispatcher import JsonRpcDispatcher
+from iac_code.dispatcher import METHOD_PARAMS, JsonRpcDispatcher
 from iac_code.errors import StartupError
 from iac_code.executor import RuntimeExecutor
 from iac_code.inputs import InputDecoder
@@ -35,6 +35,7 @@ from iac_code.records import (
     CardDocument,
     HttpRouteSpec,
     InterfaceInfo,
+    ProtocolAdapterSpec,
     PushContext,
     PushService,
     SigningKeySet,
@@ -105,7 +106,11 @@ class Kernel:
         self.writer.instrumentation = self.instrumentation
         self.backend = self._state_backend()
         self.push: PushService | None = self._push_service()  # started after the transports bound
-        self.cards = CardService(config, push_notifications=self.push is not None and self.push.enabled)
+        # Other protocol versions (A2A 0.3) over the 1.0 call core: their method names, routes, card document.
+        self.protocol_adapters: tuple[ProtocolAdapterSpec, ...] = tuple(
+            p.record for p in plugins.protocol_adapters(reserved=METHOD_PARAMS))
+        self.cards = CardService(config, push_notifications=self.push is not None and self.push.enabled,
+                                 documents=[a.card_document for a in self.protocol_adapters if a.card_document])
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
             self.state_dir, self.writer, cache_size=config.task_cache_size,
@@ -228,7 +233,7 @@ class Kernel:
         )
         self.dispatcher = JsonRpcDispatcher(
             self.request_handler, required_extensions=frozenset(self.config.required_extensions),
-            instrumentation=self.instrumentation)
+            instrumentation=self.instrumentation, adapters=self.protocol_adapters)
 
     def _build_executor(self) -> tuple[AgentExecutor, InputDecoder | None]:
         if self.config.agent_executor:

@@ -173,9 +173,9 @@ class NdjsonSession:
             frame, ok = framing.decode_frame(line)
             if not (ok and isinstance(frame, dict)):
                 frame = None
-        info = framing.inspect_frame(frame)
-        request_id = info.request_id
         await self._until_ready()
+        info = framing.inspect_frame(frame, self.kernel.dispatcher)  # its streaming methods: 1.0 and adapters'
+        request_id = info.request_id
         try:
             answer = await framing.serve_frame(self.kernel, frame if frame is not None else line,
                                                transport=self.transport_name, channel_headers=self.channel_headers)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,6 +33,7 @@ from iac_code.records import (
     CliCommandSpec,
     HttpRouteSpec,
     PartDecoderSpec,
+    ProtocolAdapterSpec,
     Provided,
     PushQueueSpec,
     PushServiceSpec,
@@ -72,6 +73,7 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
     "a2a-client": "a2a",
     "metrics": "a2a",
     "tracing": "a2a",
+    "compat-v03": "a2a",
 }
 
 
@@ -387,6 +389,22 @@ class Plugins:
     def instrumentation(self, config: Any) -> Instrumentation | None:
         """Every plugin's instrumentation for a server with ``config`` as one object (``None`` without any)."""
         return combine([p.record for p in self._collect("iac_code_instrumentation", Instrumentation, config=config)])
+    def protocol_adapters(self, reserved: Collection[str] = ()) -> list[Provided[ProtocolAdapterSpec]]:
+        """Every protocol adapter; a method name two adapters claim, or one of ``reserved`` (the A2A 1.0
+        names), is a start-up error naming the plugins."""
+        provided = self._collect("iac_code_protocol_adapters", ProtocolAdapterSpec)
+        owners: dict[str, Provided[ProtocolAdapterSpec]] = {}
+        for p in provided:
+            for method in p.record.methods:
+                if method in reserved:
+                    raise StartupError(f"Protocol adapter {p.record.name!r} of {p.plugin} ({p.distribution}) "
+                                       f"claims the A2A 1.0 method {method!r}")
+                other = owners.setdefault(method, p)
+                if other is not p:
+                    raise StartupError(
+                        f"Method {method!r} is answered by both {other.plugin} ({other.distribution}) and "
+                        f"{p.plugin} ({p.distribution}); block one with disabled-plugins")
+        return provided
 
     def check_config(self, config: Any, transports: list[str]) -> list[str]:
         """Every plugin's problem lines for ``config`` (``iac_code_check_config``), in plugin order."""

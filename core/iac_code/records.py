@@ -428,6 +428,66 @@ class HttpRouteSpec:
     name: str = ""
 
 
+# --------------------------------------------------------------------------- protocol adapters
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    """A unary HTTP+JSON answer: HTTP ``status``, JSON ``body`` and its media type."""
+
+    status: int
+    body: dict[str, Any]
+    media_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class HttpStream:
+    """A streaming HTTP+JSON answer: SSE events as ``(event name or "", JSON data)``."""
+
+    events: AsyncIterator[tuple[str, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class AdapterRoute:
+    """An HTTP+JSON route of a protocol adapter, which the HTTP transport frames like its own routes.
+
+    ``handle(dispatcher, path_params, body, call)`` answers one request (``body`` read, decoded
+    and bounded by the transport; ``call`` a ``CallInfo``) and never raises for bad input.
+    ``error(code, message, status)`` is the answer when the request fails before it (body too
+    large, server starting; ``code`` the JSON-RPC code of the failure). When ``accepts(call)``
+    is false the request is served as if the route were not there (by the transport's own
+    routes, a 404 when none matches).
+    """
+
+    http_method: str
+    path: str
+    handle: Callable[[Any, Mapping[str, str], bytes, Any], Awaitable[HttpReply | HttpStream]]
+    error: Callable[[int, str, int], HttpReply]
+    accepts: Callable[[Any], bool] | None = None
+
+
+@dataclass(frozen=True)
+class ProtocolAdapterSpec:
+    """Another protocol version answered over the one A2A 1.0 call core (A2A 0.3: ``iac-code-compat-v03``).
+
+    ``methods`` maps each JSON-RPC method name the adapter answers (never an A2A 1.0 name)
+    to ``dispatch(dispatcher, request, call)``: ``request`` is the decoded request object,
+    its JSON-RPC envelope already valid; the answer is what ``JsonRpcDispatcher.dispatch``
+    gives (one response dict, or an async iterator of them), never an exception for bad
+    input. The call itself goes through ``dispatcher.invoke(..., legacy=True)``, so the 1.0
+    path's checks, scoping and error texts apply. ``streaming`` names those of ``methods``
+    whose answer is a stream (custom transports frame it as one). ``http_routes`` are served
+    by the HTTP transport beside its HTTP+JSON routes. ``card_document(card, config)`` is
+    the JSON document to serve for the public Agent Card instead of the 1.0 card's, or ``None``.
+    """
+
+    name: str
+    methods: Mapping[str, Callable[[Any, Mapping[str, Any], Any], Awaitable[Any]]] = field(default_factory=dict)
+    streaming: frozenset[str] = frozenset()
+    http_routes: Sequence[AdapterRoute] = ()
+    card_document: Callable[[Any, Any], dict[str, Any] | None] | None = None
+
+
 # --------------------------------------------------------------------------- command-line commands
 
 
@@ -534,6 +594,9 @@ class PluginContext(Protocol):
 
     artifacts: ArtifactFiles
     """The stored artifacts, for the transport that serves them."""
+
+    protocol_adapters: Sequence[ProtocolAdapterSpec]
+    """The installed protocol adapters (``iac_code_protocol_adapters``): the HTTP transport serves their routes."""
 
     @property
     def card_document(self) -> CardDocument:

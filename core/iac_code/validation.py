@@ -98,6 +98,9 @@ def _components(config: Any, plugins: Plugins, problems: list[str]) -> None:
     if signer != "hmac" and (config.signing_secret or config.signing_secrets):
         key = "signing-secret" if config.signing_secret else "signing-secrets"
         problems.append(f"'{key}' has no effect with 'card-signer: {signer}': remove it, or set 'card-signer: hmac'.")
+    from iac_code.dispatcher import METHOD_PARAMS
+
+    plugins.protocol_adapters(reserved=METHOD_PARAMS)  # a method name two adapters claim
 
 
 def _push(config: Any, plugins: Plugins) -> list[str]:

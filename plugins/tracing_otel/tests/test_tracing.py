@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from iac_code_tracing import otel
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -28,7 +29,6 @@ from opentelemetry.trace import SpanKind
 
 from iac_code.api import PushJob, tracing
 from iac_code.testing import A2A_HEADERS, permission_answer_body, send_message_body, start_server
-from iac_code_tracing import otel
 
 TRACE_ID = uuid.uuid4().hex
 PARENT_SPAN_ID = uuid.uuid4().hex[:16]

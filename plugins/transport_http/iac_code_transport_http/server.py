@@ -7,13 +7,14 @@ aiohttp's automatic request decompression is off, so a JSON-RPC body whose
 connection stays usable; gzip and deflate bodies are decoded here, within
 ``max-request-bytes``. Plugin routes receive request bodies as sent.
 
-The HTTP+JSON (REST) routes of :mod:`iac_code.rest` are served beside ``POST /``
-with the same authentication, limits and body decoding; both bindings call the
+The HTTP+JSON (REST) routes of :mod:`iac_code_transport_http.rest` are served beside
+``POST /`` with the same authentication, limits and body decoding; both bindings call the
 same dispatcher core and differ only in framing (REST errors are
-``google.rpc.Status`` bodies with the binding's HTTP status). The 0.3 REST
-routes of :mod:`iac_code.compat03` (``/v1/...``) are served the same way; a
-``/v1/...`` request whose ``A2A-Version`` is not 0.x stays the 1.0 route of a
-tenant named ``v1``.
+``google.rpc.Status`` bodies with the binding's HTTP status). The routes of the installed
+protocol adapters (``iac_code_protocol_adapters``: A2A 0.3's ``/v1/...``) are served the
+same way, before the ``/{tenant}/...`` ones; a request an adapter's route does not accept
+(a ``/v1/...`` request whose ``A2A-Version`` is not 0.x) is served by the transport's own
+routes as if the adapter's were not there (the 1.0 route of a tenant named ``v1``).
 
 Connections are served by :mod:`iac_code_transport_http.limits`: header,
 keep-alive and body deadlines, a connection cap, and protocol errors logged as
@@ -38,19 +39,13 @@ from multidict import CIMultiDict
 from iac_code.api import (
     ANONYMOUS_PRINCIPAL,
     ARTIFACT_ROUTE_PREFIX,
-    BINDING,
-    REST_ROUTES,
-    TENANT_PREFIX,
+    AdapterRoute,
     CallInfo,
+    HttpReply,
     InterfaceInfo,
     Principal,
     PrincipalUser,
     RateLimitedLog,
-    RestBinding,
-    RestReply,
-    RestRoute,
-    compat03,
-    error_reply,
     jsonio,
     seq_of,
 )
@@ -63,6 +58,7 @@ from iac_code_transport_http.limits import (
     log_client_error,
 )
 from iac_code_transport_http.limits import logger as limits_logger
+from iac_code_transport_http.rest import BINDING, REST_ROUTES, TENANT_PREFIX, RestBinding, RestRoute, error_reply
 
 if TYPE_CHECKING:
     from iac_code.api import JsonRpcDispatcher, PluginContext
@@ -80,6 +76,7 @@ SSE_HEADERS = {
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ErrorShape = Callable[[int, str, int], HttpReply]
 
 ACCEPTED_ENCODINGS = "gzip, deflate"
 TOO_LARGE_TEXT = "Request payload too large"
@@ -181,17 +178,20 @@ def _rest_frame(event: tuple[str, dict[str, Any]]) -> bytes:
             + b"\r\n\r\n")
 
 
-def _rest_response(reply: RestReply, headers: dict[str, str] | None = None) -> web.Response:
+def _rest_response(reply: HttpReply, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=_dumps(reply.body), status=reply.status, content_type=reply.media_type,
                         headers=headers)
 
 
+def _status_reply(code: int, message: str, status: int) -> HttpReply:
+    """The HTTP+JSON binding's error body (``google.rpc.Status``) for a JSON-RPC ``code`` and our ``message``."""
+    return error_reply(JSONRPCError(code=code, message=message), status)
+
+
 def _rest_error(code: int, message: str, status: int, headers: dict[str, str] | None = None, *,
-                legacy: bool = False) -> web.Response:
-    """A transport-level REST error (the JSON-RPC code says which A2A error it is); ``legacy``: a 0.3 route's."""
-    error = JSONRPCError(code=code, message=message)
-    reply = compat03.rest03_error_reply(error, status) if legacy else error_reply(error, status)
-    return _rest_response(reply, headers)
+                shape: ErrorShape = _status_reply) -> web.Response:
+    """A transport-level REST error (the JSON-RPC code says which A2A error it is), as ``shape`` (the route's) frames it."""
+    return _rest_response(shape(code, message, status), headers)
 
 
 class _BodyError(Exception):
@@ -221,12 +221,16 @@ class HttpTransport:
         self._client_errors = RateLimitedLog(limits_logger, logging.INFO, "bad HTTP requests")
         self._runner: web.AppRunner | None = None
         self._rest_resources: set[Any] = set()
+        # The transport's own HTTP+JSON routes alone: where a request an adapter's route does not accept goes.
+        self._own_routes = web.UrlDispatcher()
+        self._own_route_of: dict[Any, RestRoute] = {}
 
     # ------------------------------------------------------------------ app
 
     def build_app(self) -> web.Application:
         """The aiohttp application with the kernel's routes and every plugin route."""
         app = web.Application(client_max_size=self._max_body, middlewares=[self._guard])
+        self._own_routes, self._own_route_of = web.UrlDispatcher(), {}
         app.router.add_get("/health", self._health, allow_head=False)
         app.router.add_get("/ready", self._ready, allow_head=False)
         app.router.add_get(CARD_PATH, self._card, allow_head=False)
@@ -237,16 +241,20 @@ class HttpTransport:
             if not route.auth:
                 self._public_paths.add(route.path)
         # After plugin routes, so a plugin's literal path wins over "/{tenant}/...";
-        # the 0.3 routes before "/{tenant}/...", which "/v1/..." would match too.
-        for legacy_route in compat03.REST03_ROUTES:
-            added = app.router.add_route(legacy_route.http_method, legacy_route.path,
-                                         self._rest03_endpoint(legacy_route))
-            self._rest_resources.add(added.resource)
+        # the adapters' routes before "/{tenant}/...", which "/v1/..." would match too.
+        for adapter in self.kernel.protocol_adapters:
+            for adapter_route in adapter.http_routes:
+                added = app.router.add_route(adapter_route.http_method, adapter_route.path,
+                                             self._adapter_endpoint(adapter_route))
+                self._rest_resources.add(added.resource)
         for prefix in ("", TENANT_PREFIX):
             for rest_route in REST_ROUTES:
                 added = app.router.add_route(rest_route.http_method, prefix + rest_route.path,
                                              self._rest_endpoint(rest_route))
                 self._rest_resources.add(added.resource)
+                own = self._own_routes.add_route(rest_route.http_method, prefix + rest_route.path,
+                                                 self._rest_endpoint(rest_route))
+                self._own_route_of[own] = rest_route
         return app
 
     def _is_rest(self, request: web.Request) -> bool:
@@ -385,39 +393,43 @@ class HttpTransport:
             return await self._rest(request, route)
         return endpoint
 
-    def _rest03_endpoint(self, route: compat03.Rest03Route) -> Handler:
+    def _adapter_endpoint(self, route: AdapterRoute) -> Handler:
         async def endpoint(request: web.Request) -> web.StreamResponse:
-            return await self._rest03(request, route)
+            return await self._adapted(request, route)
         return endpoint
 
-    async def _rest03(self, request: web.Request, route: compat03.Rest03Route) -> web.StreamResponse:
+    async def _adapted(self, request: web.Request, route: AdapterRoute) -> web.StreamResponse:
+        """A protocol adapter's route: its answer, framed as the HTTP+JSON binding's; or, for a call it does
+        not accept, the transport's own route for the path (a 404 when there is none)."""
         call = self._call_info(request)
-        if not compat03.is_legacy_call(call):  # a 1.0 client: "/v1" is a tenant
-            if route.twin is None:
+        if route.accepts is not None and not route.accepts(call):
+            own = await self._own_routes.resolve(request)
+            rest_route = self._own_route_of.get(own.route)
+            if rest_route is None:
                 raise web.HTTPNotFound
-            return await self._rest(request, route.twin, {**request.match_info, "tenant": "v1"})
-        taken = await self._rest_input(request, legacy=True)
+            return await self._rest(request, rest_route, dict(own))
+        taken = await self._rest_input(request, route.error)
         if isinstance(taken, web.StreamResponse):
             return taken
         body, dispatcher = taken
-        reply = await compat03.Rest03Binding(dispatcher).handle(route, request.match_info, body, call)
-        if isinstance(reply, RestReply):
+        reply = await route.handle(dispatcher, request.match_info, body, call)
+        if isinstance(reply, HttpReply):
             return _rest_response(reply)
         return await self._sse(request, reply.events, _rest_frame)
 
-    async def _rest_input(self, request: web.Request, *,
-                          legacy: bool = False) -> tuple[bytes, JsonRpcDispatcher] | web.StreamResponse:
+    async def _rest_input(self, request: web.Request,
+                          shape: ErrorShape = _status_reply) -> tuple[bytes, JsonRpcDispatcher] | web.StreamResponse:
         """A REST request's body (read and bounded even where the binding ignores it) and the
-        dispatcher, or the error response (0.3-shaped for a ``legacy`` route) when either is not to be had."""
+        dispatcher, or the error response (as the route's ``shape`` frames it) when either is not to be had."""
         body = b""
         if request.method == "POST":
             try:
                 body = await self._read_body(request)
             except _BodyError as exc:
-                return _rest_error(exc.code, exc.message, exc.status, exc.headers, legacy=legacy)
+                return _rest_error(exc.code, exc.message, exc.status, exc.headers, shape=shape)
         dispatcher = self.kernel.dispatcher
         if dispatcher is None:  # only between bind and kernel start-up completing
-            return _rest_error(-32603, "Server is starting", 503, legacy=legacy)
+            return _rest_error(-32603, "Server is starting", 503, shape=shape)
         return body, dispatcher
 
     async def _rest(self, request: web.Request, route: RestRoute,
@@ -428,7 +440,7 @@ class HttpTransport:
         body, dispatcher = taken
         reply = await RestBinding(dispatcher).handle(route, request.match_info if path_params is None else path_params,
                                                      body, self._call_info(request))
-        if isinstance(reply, RestReply):
+        if isinstance(reply, HttpReply):
             return _rest_response(reply)
         return await self._sse(request, reply.events, _rest_frame)
 

@@ -4,19 +4,20 @@ Routes, path parameters and request building follow a2a-sdk's REST routes
 (``a2a.server.routes.rest_routes`` / ``rest_dispatcher``): bodies are the
 method's proto-JSON, path parameters set request fields last, ``GET`` query
 parameters are parsed by ``a2a.utils.proto_utils.parse_params``, and every route
-is also served under a ``/{tenant}`` prefix. The call itself is
-:meth:`iac_code.dispatcher.JsonRpcDispatcher.invoke`, the same core JSON-RPC
+is also served under a ``/{tenant}`` prefix. The call itself is the kernel's
+``JsonRpcDispatcher.invoke`` (:mod:`iac_code.api`), the same core JSON-RPC
 uses (version and extension checks, validation, the handler call, our error
 texts); only the framing differs: results are ``application/json`` (§11.1), errors are
 ``google.rpc.Status``-shaped bodies built by a2a-sdk's
 :func:`~a2a.utils.error_handlers.build_rest_error_payload` with the HTTP status
-it maps each error to. Nothing here knows HTTP servers: a transport matches a
-:class:`RestRoute` and writes the :class:`RestReply` or :class:`RestStream`.
+it maps each error to. Nothing here knows HTTP servers: the transport matches a
+:class:`RestRoute` and writes the ``HttpReply`` or ``HttpStream`` (the answers a protocol
+adapter's routes give too).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +31,10 @@ from a2a.utils.errors import (
     MethodNotFoundError,
 )
 
-from iac_code.dispatcher import STREAMING_METHODS, CallError, CallInfo, decode_json
+from iac_code.api import STREAMING_METHODS, CallError, CallInfo, HttpReply, HttpStream, decode_json
 
 if TYPE_CHECKING:
-    from iac_code.dispatcher import JsonRpcDispatcher
+    from iac_code.api import JsonRpcDispatcher
 
 # A2A 1.0 §11.1: "Content-Type: application/json for requests and responses" (a2a-sdk's REST
 # routes answer application/a2a+json; requests may use either).
@@ -98,22 +99,6 @@ REST_ROUTES: tuple[RestRoute, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class RestReply:
-    """A unary answer: HTTP ``status``, JSON ``body`` and its media type."""
-
-    status: int
-    body: dict[str, Any]
-    media_type: str = MEDIA_TYPE
-
-
-@dataclass(frozen=True)
-class RestStream:
-    """A streaming answer: SSE events as ``(event name or "", JSON data)``; a failure is one ``error`` event."""
-
-    events: AsyncIterator[tuple[str, dict[str, Any]]]
-
-
 def as_a2a_error(error: A2AError | JSONRPCError) -> A2AError:
     """``error`` as the A2A error the REST binding reports (our message kept)."""
     if isinstance(error, A2AError):
@@ -121,12 +106,12 @@ def as_a2a_error(error: A2AError | JSONRPCError) -> A2AError:
     return _JSONRPC_TO_A2A.get(error.code, InternalError)(message=error.message)
 
 
-def error_reply(error: A2AError | JSONRPCError, status: int | None = None) -> RestReply:
+def error_reply(error: A2AError | JSONRPCError, status: int | None = None) -> HttpReply:
     """The ``google.rpc.Status``-shaped error body and its HTTP status (``status`` overrides the mapping's)."""
     payload = build_rest_error_payload(as_a2a_error(error))
     if status is not None:
         payload["error"]["code"] = status
-    return RestReply(status=payload["error"]["code"], body=payload, media_type=ERROR_MEDIA_TYPE)
+    return HttpReply(status=payload["error"]["code"], body=payload, media_type=ERROR_MEDIA_TYPE)
 
 
 def _multi(query: Mapping[str, str]) -> dict[str, Sequence[str]]:
@@ -144,7 +129,7 @@ class RestBinding:
         self._dispatcher = dispatcher
 
     async def handle(self, route: RestRoute, path_params: Mapping[str, str], body: bytes,
-                     call: CallInfo) -> RestReply | RestStream:
+                     call: CallInfo) -> HttpReply | HttpStream:
         """Answer one request; never raises for bad input."""
         try:
             params: Any = {}
@@ -161,25 +146,18 @@ class RestBinding:
         except CallError as exc:
             return error_reply(exc.error)
         if route.streaming:
-            return RestStream(sse_events(result))
-        return RestReply(status=200, body={} if result is None else result)
+            return HttpStream(sse_events(result))
+        return HttpReply(status=200, body={} if result is None else result)
 
 
-ErrorPayload = Callable[[A2AError | JSONRPCError], dict[str, Any]]
-
-
-async def sse_events(events: AsyncIterator[dict[str, Any]],
-                     error_payload: ErrorPayload | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+async def sse_events(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """SSE ``(event name, data)`` pairs of a stream of JSON events; a :class:`CallError` is one ``error`` event
-    (its data the ``google.rpc.Status`` body, or ``error_payload(error)``)."""
+    (its data the ``google.rpc.Status`` body)."""
     try:
         async for event in events:
             yield "", event
     except CallError as exc:
-        if error_payload is not None:
-            yield "error", error_payload(exc.error)
-        else:
-            yield "error", build_rest_error_payload(as_a2a_error(exc.error))
+        yield "error", build_rest_error_payload(as_a2a_error(exc.error))
     finally:
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
