@@ -48,8 +48,8 @@ async def seed_tasks(state: Path, count: int) -> None:
     from a2a.server.context import ServerCallContext
     from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
 
-    from iac_code.storage import SnapshotWriter
-    from iac_code.task_store import KernelTaskStore
+    from iac_code.base.storage import SnapshotWriter
+    from iac_code.tasks.task_store import KernelTaskStore
 
     writer = SnapshotWriter(linger=0)
     store = KernelTaskStore(state, writer)

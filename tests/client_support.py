@@ -58,7 +58,7 @@ async def run_client(*args: str, cwd: Path | None = None, env: Mapping[str, str]
 def _invoke(args: Sequence[str], cwd: Path | None, env: Mapping[str, str] | None, stdin: bytes | None) -> Result:
     from click.testing import CliRunner
 
-    from iac_code.cli import main
+    from iac_code.server.cli import main
 
     variables: dict[str, str | None] = {k: None for k in os.environ if k.startswith("IACCODE_A2A_")}
     variables.update(env or {})
@@ -80,7 +80,7 @@ async def run_process(*args: str, cwd: Path | None = None, env: Mapping[str, str
                       stdin: bytes | None = None) -> Result:
     """``iac-code a2a-client <args>`` as its own process (pipes): its exit code, stdout and stderr."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "iac_code.cli", "a2a-client", *args, cwd=str(cwd) if cwd else None,
+        sys.executable, "-m", "iac_code.server.cli", "a2a-client", *args, cwd=str(cwd) if cwd else None,
         env=client_env(env), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     try:
@@ -114,7 +114,7 @@ class RunningClient:
 async def start_client(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> RunningClient:
     """``iac-code a2a-client <args>`` started, not awaited: read its lines as they come."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "iac_code.cli", "a2a-client", *args, cwd=str(cwd) if cwd else None,
+        sys.executable, "-m", "iac_code.server.cli", "a2a-client", *args, cwd=str(cwd) if cwd else None,
         env=client_env(env), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     return RunningClient(process)
@@ -132,7 +132,7 @@ def spawn_terminal(args: Sequence[str], *, cwd: Path, env: Mapping[str, str] | N
     """``iac-code a2a-client <args>`` on a pseudo-terminal (pexpect), as a person would run it."""
     import pexpect
 
-    return pexpect.spawn(sys.executable, ["-m", "iac_code.cli", "a2a-client", *args], cwd=str(cwd),
+    return pexpect.spawn(sys.executable, ["-m", "iac_code.server.cli", "a2a-client", *args], cwd=str(cwd),
                          env=client_env({"TERM": "xterm-256color", "COLUMNS": "160", **(env or {})}),
                          encoding="utf-8", dimensions=(50, 160), timeout=CLI_SECONDS, preexec_fn=default_signals)
 

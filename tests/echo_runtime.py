@@ -12,9 +12,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from iac_code.hookspecs import hookimpl
-from iac_code.records import AgentRuntimeSpec
-from iac_code.runtime import RuntimeEvent, TextDelta, TurnRequest
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import AgentRuntimeSpec
+from iac_code.agents.runtime import RuntimeEvent, TextDelta, TurnRequest
 
 MANIFEST_MARKER = "\n--manifest--\n"
 

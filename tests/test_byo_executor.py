@@ -9,9 +9,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import AgentRuntimeSpec
+from iac_code.base.errors import StartupError
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import AgentRuntimeSpec
 from iac_code.testing import A2A_HEADERS, make_kernel, next_sse_data, parse_sse, send_message_body, start_server
 from tests.byo_agent import ShoutExecutor
 

@@ -78,7 +78,7 @@ async def test_a_kid_map_signs_with_the_named_key() -> None:
 
 
 async def test_an_ambiguous_kid_map_stops_start_up() -> None:
-    from iac_code.errors import StartupError
+    from iac_code.base.errors import StartupError
     from iac_code.testing import make_kernel
 
     with pytest.raises(StartupError, match="signing-kid"):

@@ -23,8 +23,8 @@ LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 
 THIRD_PARTY = '''
 from aiohttp import web
-from iac_code.hookspecs import hookimpl
-from iac_code.records import DecodedPart, HttpRouteSpec, PartDecoderSpec
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import DecodedPart, HttpRouteSpec, PartDecoderSpec
 
 
 def decode_vpc_order(part, context):
@@ -332,7 +332,7 @@ async def test_debug_flag_and_env_auth() -> None:
 def test_help_lists_options() -> None:
     from click.testing import CliRunner
 
-    from iac_code.cli import main
+    from iac_code.server.cli import main
 
     result = CliRunner().invoke(main, ["a2a", "--help"])
     assert result.exit_code == 0
@@ -392,7 +392,7 @@ async def test_a2a_client_whose_plugin_cannot_be_imported_says_so(tmp_path: Path
 async def test_a2a_client_is_imported_only_when_it_runs() -> None:
     """Every ``iac-code`` start loads the plugin's entry point (and the small default router it registers); the
     client itself waits for its command."""
-    script = ("import sys\nfrom iac_code.plugins import Plugins\n"
+    script = ("import sys\nfrom iac_code.server.plugins import Plugins\n"
               "commands = Plugins.load().cli_commands()\n"
               "print(sorted(commands), sorted(m for m in sys.modules if m.startswith('iac_code_a2a_client')))\n"
               "commands['a2a-client'].record.load()\n"

@@ -103,7 +103,7 @@ async def test_unix_and_stdio_urls(ws: Path, tmp_path: Path) -> None:
     server_config = tmp_path / "server.yml"
     server_config.write_text(f"persistence-dir: {tmp_path / 'stdio-state'}\n")
     client_config = tmp_path / "a2a-client.yml"
-    client_config.write_text(f"stdio-command: {sys.executable} -m iac_code.cli a2a --transport stdio "
+    client_config.write_text(f"stdio-command: {sys.executable} -m iac_code.server.cli a2a --transport stdio "
                              f"--config {server_config}\n")
     spawned = await run_client("--config", str(client_config), "call", "--url", "stdio://iac-code", "-p", "hello",
                                cwd=ws)

@@ -10,7 +10,7 @@ import pytest
 from iac_code_a2a_client.default_router import rank
 from iac_code_a2a_client.routing import RouteError, parse_route, routes_from_config
 
-from iac_code.records import Route, RouteQuery
+from iac_code.base.records import Route, RouteQuery
 from iac_code.testing import start_server
 from tests.client_support import run_client
 

@@ -41,7 +41,7 @@ from a2a.utils.errors import A2AError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from iac_code_a2a_client.channel_transport import producer
 
-from iac_code.plugins import Plugins
+from iac_code.server.plugins import Plugins
 from iac_code.testing import permission_answer_request, redis_url, start_server
 
 BINDINGS = ("unix", "websocket", "stdio", "grpc-jsonrpc", "redis-streams")
@@ -133,7 +133,7 @@ async def serving(binding: str, tmp: Path, monkeypatch: pytest.MonkeyPatch,
                 monkeypatch.delenv(name)
         monkeypatch.setenv("IAC_CODE_CONFIG_DIR", str(home))
         monkeypatch.chdir(workspace)  # the spawned server inherits it: its workspace
-        command = shlex.join([sys.executable, "-m", "iac_code.cli", "a2a", "--transport", "stdio",
+        command = shlex.join([sys.executable, "-m", "iac_code.server.cli", "a2a", "--transport", "stdio",
                               "--config", str(config)])
         card = minimal_agent_card("stdio://iac-code", ["stdio"])
         card.capabilities.streaming = True  # a minimal card claims no streaming: the SDK would send unary calls
@@ -271,7 +271,7 @@ def test_redis_streams_urls_become_a_redis_url_and_a_request_stream() -> None:
 def test_the_stdio_client_spawns_this_python_unless_told_otherwise() -> None:
     from iac_code_transport_stdio.plugin import server_command
 
-    assert server_command({}) == [sys.executable, "-m", "iac_code.cli", "a2a", "--transport", "stdio"]
+    assert server_command({}) == [sys.executable, "-m", "iac_code.server.cli", "a2a", "--transport", "stdio"]
     assert server_command({"stdio_command": "iac-code a2a --config 'my file.yml'"}) == [
         "iac-code", "a2a", "--config", "my file.yml"]
     assert server_command({"stdio_command": ["srv", 1]}) == ["srv", "1"]

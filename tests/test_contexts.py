@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.auth import ANONYMOUS_PRINCIPAL
-from iac_code.dispatcher import CallInfo
+from iac_code.security.auth import ANONYMOUS_PRINCIPAL
+from iac_code.protocol.dispatcher import CallInfo
 from iac_code.testing import (
     A2A_HEADERS,
     RunningServer,

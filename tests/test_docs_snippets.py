@@ -28,7 +28,7 @@ import click
 import httpx
 import pytest
 
-from iac_code.runtime import RuntimeEvent, TurnRequest
+from iac_code.agents.runtime import RuntimeEvent, TurnRequest
 from iac_code.testing import start_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from iac_code import storage
+from iac_code.base import storage
 from iac_code.testing import A2A_HEADERS, send_message_body, start_server
 from tests.test_crash_and_limits import rpc, server_process
 

@@ -14,14 +14,15 @@ import pluggy
 import pytest
 from pydantic import BaseModel
 
-from iac_code import hookspecs, validation
-from iac_code.config import build_config_model, load_config
-from iac_code.dispatcher import CallInfo
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.instrumentation import Instrumentation
-from iac_code.plugins import Plugins
-from iac_code.records import (
+from iac_code.base import hookspecs
+from iac_code.server import validation
+from iac_code.base.config import build_config_model, load_config
+from iac_code.protocol.dispatcher import CallInfo
+from iac_code.base.errors import StartupError
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.instrumentation import Instrumentation
+from iac_code.server.plugins import Plugins
+from iac_code.base.records import (
     AgentRuntimeSpec,
     CardSignerSpec,
     CliCommandSpec,

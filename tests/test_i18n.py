@@ -13,9 +13,9 @@ import pytest
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po
 
-from iac_code import i18n
-from iac_code import messages as m
-from iac_code.i18n import SUPPORTED, Translator, build_translations, placeholders, translator
+from iac_code.language import i18n
+from iac_code.language import messages as m
+from iac_code.language.i18n import SUPPORTED, Translator, build_translations, placeholders, translator
 
 LANGUAGES = [language for language in SUPPORTED if language != "en"]
 UPDATE_CATALOGS = Path(__file__).resolve().parent.parent / "tools" / "update_catalogs.py"
@@ -244,7 +244,7 @@ def test_plural_forms() -> None:
 def test_an_unreadable_catalog_means_english(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                              caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(i18n, "catalog_resource", lambda language: tmp_path / "missing.po")
-    with caplog.at_level(logging.ERROR, logger="iac_code.i18n"):
+    with caplog.at_level(logging.ERROR, logger="iac_code.language.i18n"):
         translations = i18n._load("zh")
     assert Translator("zh", translations)(m.TASK_CANCELED) == m.TASK_CANCELED
     assert "could not be loaded" in caplog.text

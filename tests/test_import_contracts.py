@@ -62,17 +62,17 @@ def test_a_plugin_reaching_into_the_kernel_or_another_plugin_breaks_the_contract
     connect.write_text(source.replace(
         "from iac_code.api import ClientTarget\n",
         "from iac_code.api import ClientTarget\n"
-        "from iac_code.framing import dumps\n"
+        "from iac_code.protocol.framing import dumps\n"
         "from iac_code_transport_http.limits import ConnectionLimits\n"))
     line = 1 + source.splitlines().index("from iac_code.api import ClientTarget")
     result = lint_imports(pythonpath=str(tmp_path))  # the copy shadows the installed plugin
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
     assert "Plugins import from the kernel only its plugin API, iac_code.api BROKEN" in out
-    assert f"- iac_code_transport_redis.connect -> iac_code.framing (l.{line + 1})" in out
+    assert f"- iac_code_transport_redis.connect -> iac_code.protocol.framing (l.{line + 1})" in out
     assert "Plugins never import each other BROKEN" in out
     assert "iac_code_transport_redis.connect -> iac_code_transport_http.limits" in out
-    assert "Contracts: 1 kept, 2 broken." in out
+    assert "Contracts: 2 kept, 2 broken." in out
     assert "Import it from iac_code.api" in out  # the guidance
 
 

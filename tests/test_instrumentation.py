@@ -10,11 +10,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code import tracing
+from iac_code.base import tracing
 from iac_code.api import error_code
-from iac_code.errors import ConfigProblems
-from iac_code.hookspecs import hookimpl
-from iac_code.instrumentation import Activity, Instrumentation
+from iac_code.base.errors import ConfigProblems
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.instrumentation import Activity, Instrumentation
 from iac_code.testing import A2A_HEADERS, make_kernel, send_message_body, start_server
 from tests.test_cli import _env, run, serving
 

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.errors import StartupError
+from iac_code.base.errors import StartupError
 from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, next_sse_data, send_message_body, start_server
 from tests.tool_runtime import ToolPlugin
 

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.task_store import INTERRUPTED_TEXT
+from iac_code.tasks.task_store import INTERRUPTED_TEXT
 from iac_code.testing import A2A_HEADERS, next_sse_data, send_message_body, start_server
 from tests.runtimes import ProbePlugin
 
@@ -23,9 +23,9 @@ IAC_CODE = str(Path(sys.executable).parent / "iac-code")
 
 SLEEPY = '''
 import asyncio
-from iac_code.hookspecs import hookimpl
-from iac_code.records import AgentRuntimeSpec
-from iac_code.runtime import TextDelta
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import AgentRuntimeSpec
+from iac_code.agents.runtime import TextDelta
 
 
 class Sleepy:

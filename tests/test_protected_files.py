@@ -26,9 +26,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.config import build_config_model, load_config
-from iac_code.kernel import Kernel
-from iac_code.plugins import Plugins
+from iac_code.base.config import build_config_model, load_config
+from iac_code.server.kernel import Kernel
+from iac_code.server.plugins import Plugins
 from iac_code.testing import A2A_HEADERS, send_message_body
 from tests.echo_runtime import EchoPlugin, EchoRuntime, split_echo
 

@@ -7,7 +7,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.errors import ConfigProblems
+from iac_code.base.errors import ConfigProblems
 from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, send_message_body, start_server
 
 # A public literal address: it passes the URL screening without DNS. No test sends

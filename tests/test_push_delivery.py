@@ -535,7 +535,7 @@ async def test_the_key_rotation_command_keeps_old_secrets_readable(tmp_path: Pat
 
 
 async def test_a_queue_whose_plugin_is_not_installed_names_the_extra() -> None:
-    from iac_code.errors import StartupError
+    from iac_code.base.errors import StartupError
 
     settings = {"push-notifications": True, "push-queue": "redis-streams", "disabled-plugins": ["push-redis"]}
     with pytest.raises(StartupError, match=r"^Redis-backed A2A push delivery requires optional dependencies\. "

@@ -16,9 +16,9 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 from a2a.utils.errors import InvalidParamsError
 
 from iac_code import pytest_plugin
-from iac_code.hookspecs import hookimpl
-from iac_code.records import DecodedPart, PartDecoderSpec
-from iac_code.runtime import TextDelta, TurnFailed
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import DecodedPart, PartDecoderSpec
+from iac_code.agents.runtime import TextDelta, TurnFailed
 from iac_code.testing import ScriptedRuntime
 
 pytest_plugins = ("pytester",)

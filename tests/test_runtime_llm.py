@@ -329,8 +329,8 @@ async def test_a_tool_name_in_pieces_and_an_unknown_tool(tmp_path: Path, monkeyp
 
 
 def test_settings_are_validated_and_the_key_masked() -> None:
-    from iac_code.config import masked_settings
-    from iac_code.errors import StartupError
+    from iac_code.base.config import masked_settings
+    from iac_code.base.errors import StartupError
     from iac_code.testing import make_kernel
 
     shown = masked_settings(make_kernel({"agent-runtime": "llm", "llm-api-key": SERVER_KEY}).config)

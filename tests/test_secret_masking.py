@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from iac_code.testing import A2A_HEADERS, send_message_body, start_server
-from iac_code.url_credentials import mask_url, redact, url_secrets
+from iac_code.base.url_credentials import mask_url, redact, url_secrets
 from tests.test_push_delivery import FAST, IAC_CODE, _dead_count, until, write_config
 
 SECRETS = {
@@ -101,7 +101,7 @@ def test_short_secrets_are_found(token: str) -> None:
 def test_log_lines_mask_url_credentials(log_format: str) -> None:
     import logging
 
-    from iac_code.logs import formatter
+    from iac_code.server.logs import formatter
 
     try:
         raise ConnectionError("cannot reach redis://app:pw-in-trace@127.0.0.1:1/0")

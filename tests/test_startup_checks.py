@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.errors import StartupError
+from iac_code.base.errors import StartupError
 from iac_code.testing import A2A_HEADERS, send_message_body, start_server
 from tests.test_cli import IAC_CODE, LISTENING, _env, _install, run
 
@@ -159,8 +159,8 @@ async def test_transports_sharing_a_port_are_refused(tmp_path: Path) -> None:
 
 CHECKING_PLUGIN = '''
 from pydantic import BaseModel
-from iac_code.config import without_effect
-from iac_code.hookspecs import hookimpl
+from iac_code.base.config import without_effect
+from iac_code.base.hookspecs import hookimpl
 
 
 class AuditSinkConfig(BaseModel):

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from iac_code.errors import StartupError
-from iac_code.ndjson_client import NdjsonClient
+from iac_code.base.errors import StartupError
+from iac_code.protocol.ndjson_client import NdjsonClient
 from iac_code.testing import RunningServer, make_kernel, send_message_body, start_server
 from tests.runtimes import GatedRuntime, GatedRuntimePlugin
 

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from iac_code.errors import StartupError
+from iac_code.base.errors import StartupError
 from iac_code.testing import A2A_HEADERS, RunningServer, make_kernel, parse_sse, send_message_body, start_server
 
 GET_UNKNOWN = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-such-task"}}
@@ -202,7 +202,7 @@ async def test_push_allowed_hosts_validation_and_warning(caplog: pytest.LogCaptu
     for bad in ("10.0.0.0/33", "not a host", "http://example.com/x"):
         with pytest.raises(StartupError, match="push-allowed-hosts"):
             make_kernel({"push-notifications": True, "push-allowed-hosts": [bad]})
-    with caplog.at_level(logging.WARNING, logger="iac_code.kernel"):
+    with caplog.at_level(logging.WARNING, logger="iac_code.server.kernel"):
         async with start_server({"push-notifications": True, "push-allowed-hosts": ["127.0.0.1", "hooks.internal"]}):
             pass
     assert any("push-allowed-hosts" in r.getMessage() and "127.0.0.1, hooks.internal" in r.getMessage()

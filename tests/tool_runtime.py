@@ -6,9 +6,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from iac_code.hookspecs import hookimpl
-from iac_code.records import AgentRuntimeSpec
-from iac_code.runtime import (
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import AgentRuntimeSpec
+from iac_code.agents.runtime import (
     PermissionRequest,
     RuntimeEvent,
     TextDelta,

@@ -1,11 +1,11 @@
-"""Regenerate ``iac_code.pot`` from :mod:`iac_code.messages` and merge it into every ``.po`` catalog.
+"""Regenerate ``iac_code.pot`` from :mod:`iac_code.language.messages` and merge it into every ``.po`` catalog.
 
 A developer tool, not part of any distribution: it rewrites the catalogs in
-``core/iac_code/locales/`` of this repository.
+``core/iac_code/language/locales/`` of this repository.
 
 Workflow for a new or changed user-visible text:
 
-1. Add or edit an ``N_("...")`` constant in ``core/iac_code/messages.py``
+1. Add or edit an ``N_("...")`` constant in ``core/iac_code/language/messages.py``
    (English text, ``{name}`` placeholders; it is picked up by ``ALL_MESSAGES``).
 2. Run ``uv run python tools/update_catalogs.py``. It rewrites
    ``locales/iac_code.pot`` and merges it into each
@@ -22,7 +22,7 @@ Workflow for a new or changed user-visible text:
 
 ``--check`` writes nothing and exits 1 when a file is out of date (for CI).
 Files are only rewritten when their content changes, so the dates in the
-headers do not churn. Only ``.po`` files ship: :mod:`iac_code.i18n` compiles
+headers do not churn. Only ``.po`` files ship: :mod:`iac_code.language.i18n` compiles
 them in memory at first use.
 """
 
@@ -37,12 +37,12 @@ from pathlib import Path
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
 
-from iac_code import messages
-from iac_code.i18n import DEFAULT_LANGUAGE, DOMAIN, SUPPORTED, placeholders
+from iac_code.language import messages
+from iac_code.language.i18n import DEFAULT_LANGUAGE, DOMAIN, SUPPORTED, placeholders
 
-LOCALES = Path(__file__).resolve().parent.parent / "core" / "iac_code" / "locales"
+LOCALES = Path(__file__).resolve().parent.parent / "core" / "iac_code" / "language" / "locales"
 TEMPLATE = LOCALES / f"{DOMAIN}.pot"
-HEADER = "# Messages of the iac-code A2A server.\n# Generated from core/iac_code/messages.py by tools/update_catalogs.py."
+HEADER = "# Messages of the iac-code A2A server.\n# Generated from core/iac_code/language/messages.py by tools/update_catalogs.py."
 PROJECT = "iac-code"
 
 

@@ -27,15 +27,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iac_code import jsonio, messages, tracing
-from iac_code.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
-from iac_code.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
-from iac_code.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
-from iac_code.background import spawn
-from iac_code.cli import CommandContext, command_context, fail, run_until_stopped
-from iac_code.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
-from iac_code.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
-from iac_code.dispatcher import (
+from iac_code.base import jsonio
+from iac_code.language import messages
+from iac_code.base import tracing
+from iac_code.base.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
+from iac_code.tasks.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
+from iac_code.security.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
+from iac_code.base.background import spawn
+from iac_code.server.cli import CommandContext, command_context, fail, run_until_stopped
+from iac_code.base.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
+from iac_code.base.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
+from iac_code.protocol.dispatcher import (
     MESSAGE_METHODS,
     RAW_PARAMS_KEY,
     STREAMING_METHODS,
@@ -47,8 +49,8 @@ from iac_code.dispatcher import (
     protocol_error,
     requested_version,
 )
-from iac_code.errors import ConfigProblems, StartupError
-from iac_code.framing import (
+from iac_code.base.errors import ConfigProblems, StartupError
+from iac_code.protocol.framing import (
     TOO_LARGE,
     UNAUTHORIZED,
     Answer,
@@ -61,14 +63,14 @@ from iac_code.framing import (
     request_id_of,
     serve_frame,
 )
-from iac_code.hookspecs import ENTRY_POINT_GROUP, hookimpl
-from iac_code.i18n import Translator, translator
-from iac_code.instrumentation import Activity, Instrumentation
-from iac_code.jsonio import message_to_json
-from iac_code.log_limits import RateLimitedLog
-from iac_code.ndjson import NdjsonSession, grace_seconds, reader_limit
-from iac_code.ndjson_client import NdjsonClient
-from iac_code.push_jobs import (
+from iac_code.base.hookspecs import ENTRY_POINT_GROUP, hookimpl
+from iac_code.language.i18n import Translator, translator
+from iac_code.base.instrumentation import Activity, Instrumentation
+from iac_code.base.jsonio import message_to_json
+from iac_code.security.log_limits import RateLimitedLog
+from iac_code.protocol.ndjson import NdjsonSession, grace_seconds, reader_limit
+from iac_code.protocol.ndjson_client import NdjsonClient
+from iac_code.base.push_jobs import (
     ClaimedJob,
     JobCodec,
     PushConfigRecords,
@@ -78,7 +80,7 @@ from iac_code.push_jobs import (
     next_seq,
     order_key,
 )
-from iac_code.records import (
+from iac_code.base.records import (
     AdapterRoute,
     AgentRuntimeSpec,
     ArtifactFiles,
@@ -114,7 +116,7 @@ from iac_code.records import (
     TransportSpec,
     normalise_name,
 )
-from iac_code.runtime import (
+from iac_code.agents.runtime import (
     ArtifactPayload,
     RuntimeEvent,
     TextDelta,
@@ -127,8 +129,8 @@ from iac_code.runtime import (
     TurnRequest,
     Usage,
 )
-from iac_code.signing_keys import key_alg, key_id, public_jwks
-from iac_code.storage import (
+from iac_code.base.signing_keys import key_alg, key_id, public_jwks
+from iac_code.base.storage import (
     atomic_write,
     file_lock,
     fsync_dir,
@@ -137,8 +139,8 @@ from iac_code.storage import (
     sweep_temp_files,
     write_new_private_file,
 )
-from iac_code.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, seq_of, version_number
-from iac_code.task_store import (
+from iac_code.tasks.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, seq_of, version_number
+from iac_code.tasks.task_store import (
     DEFAULT_PAGE_SIZE,
     NOT_STORED,
     PageTokens,
@@ -147,10 +149,10 @@ from iac_code.task_store import (
     is_interrupted,
     sort_key,
 )
-from iac_code.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
-from iac_code.turns import ALREADY_WORKING
-from iac_code.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
-from iac_code.workspace import is_protected_file, is_within
+from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
+from iac_code.tasks.turns import ALREADY_WORKING
+from iac_code.base.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
+from iac_code.security.workspace import is_protected_file, is_within
 
 ContextFactory = Callable[[PluginContext], Any]
 """The shape of every ``create(context)`` factory in a component record."""
@@ -162,14 +164,14 @@ def client_transports() -> dict[str, TransportSpec]:
     For clients outside a server (``iac-code a2a-client``): each record's ``connect`` opens a
     :class:`JsonRpcChannel` to a :class:`ClientTarget`.
     """
-    from iac_code.plugins import Plugins
+    from iac_code.server.plugins import Plugins
 
     return {key: p.record for key, p in Plugins.load().transports().items() if p.record.connect is not None}
 
 
 def routers() -> dict[str, RouterSpec]:
     """The installed routers by name (``iac-code-a2a-client`` brings ``default``), for a client that picks a remote agent."""
-    from iac_code.plugins import Plugins
+    from iac_code.server.plugins import Plugins
 
     return {key: p.record for key, p in Plugins.load().routers().items()}
 

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iac_code.config import build_config_model, load_config, normalise_keys
-from iac_code.hookspecs import hookimpl
-from iac_code.kernel import Kernel
-from iac_code.plugins import Plugins
-from iac_code.records import AgentRuntimeSpec
-from iac_code.runtime import RuntimeEvent, TextDelta, TurnFailed, TurnRequest
+from iac_code.base.config import build_config_model, load_config, normalise_keys
+from iac_code.base.hookspecs import hookimpl
+from iac_code.server.kernel import Kernel
+from iac_code.server.plugins import Plugins
+from iac_code.base.records import AgentRuntimeSpec
+from iac_code.agents.runtime import RuntimeEvent, TextDelta, TurnFailed, TurnRequest
 
 A2A_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 
@@ -98,7 +98,7 @@ def registered(plugins: Plugins, name: str, plugin: object) -> Iterator[None]:
 def local_task_store() -> Any:
     """The kernel's own task store (``task-store: local``) in memory: the reference a state-backend
     plugin's store is compared with (same ListTasks order, page sizes and errors)."""
-    from iac_code.task_store import KernelTaskStore
+    from iac_code.tasks.task_store import KernelTaskStore
 
     return KernelTaskStore()
 
@@ -129,7 +129,7 @@ def parse_sse(body: str) -> tuple[list[dict[str, Any]], list[str]]:
         for line in frame.split("\n"):
             if line.startswith("data: "):
                 events.append(json.loads(line[6:]))
-            elif line and not line.startswith("id: "):  # event ids: see iac_code.task_events
+            elif line and not line.startswith("id: "):  # event ids: see iac_code.tasks.task_events
                 other.append(line)
     return events, other
 
@@ -290,7 +290,7 @@ async def run_cli(*args: str, cwd: str | os.PathLike[str] | None = None, env: Ma
     if cwd is not None:
         environment["PWD"] = str(Path(cwd).resolve())
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from iac_code.cli import main; main(prog_name='iac-code')", *args,
+        sys.executable, "-c", "from iac_code.server.cli import main; main(prog_name='iac-code')", *args,
         cwd=cwd, env=environment, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     try:

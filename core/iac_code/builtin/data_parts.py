@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 
 from iac_code.builtin.part_limits import INLINE_TEXT_LIMIT, exceeds
-from iac_code.hookspecs import hookimpl
-from iac_code.media_types import text_like_types
-from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.media_types import text_like_types
+from iac_code.base.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
 
 JSON_MEDIA_TYPE = "application/json"
 DATA_TOO_LARGE = "A2A data part content is too large."

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from iac_code.builtin.file_urls import open_file_url, read_at_most
 from iac_code.builtin.part_limits import TEXT_FILE_LIMIT, exceeds
-from iac_code.hookspecs import hookimpl
-from iac_code.media_types import text_like_types
-from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.media_types import text_like_types
+from iac_code.base.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
 
 FILE_TOO_LARGE = "A2A file URL part content is too large."
 FILE_NOT_UTF8 = "A2A file URL parts must contain valid UTF-8."

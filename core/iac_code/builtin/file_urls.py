@@ -5,7 +5,7 @@ other scheme (``http(s)://`` is never fetched) or a relative path is refused.
 The percent-decoded path is resolved with symlinks followed and must lie
 inside the request's workspace (``DecodeContext.cwd``) *and* inside one of the
 allowed roots; the trust-cwd setting does not relax this. It must not be one of
-the server's own files (:class:`iac_code.workspace.ProtectedPaths`: the config
+the server's own files (:class:`iac_code.security.workspace.ProtectedPaths`: the config
 file, anything under the persistence or config directory, the audit log,
 another task's artifact), which is refused exactly like a file outside the
 workspace. The target must be an existing regular file; it is opened without
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from iac_code.records import DecodeContext, PartDecodeError
-from iac_code.workspace import inside_allowed_roots, is_protected_descriptor, is_protected_file, is_within
+from iac_code.base.records import DecodeContext, PartDecodeError
+from iac_code.security.workspace import inside_allowed_roots, is_protected_descriptor, is_protected_file, is_within
 
 LOCAL_FILE_URLS_ONLY = "A2A file URL parts must use local file:// URLs."
 OUTSIDE_WORKSPACE = "A2A file URL part is outside the allowed workspace."
@@ -78,7 +78,7 @@ def url_path(url: str) -> str:
 def resolve_file_url(url: str, context: DecodeContext) -> str:
     """The fully resolved path of ``url``, checked against the workspace, allowed roots and protected files.
 
-    A context with a ``task_id`` (:class:`iac_code.workspace.TaskDecodeContext`) lets
+    A context with a ``task_id`` (:class:`iac_code.security.workspace.TaskDecodeContext`) lets
     that task read its own artifacts.
     """
     path = url_path(url)

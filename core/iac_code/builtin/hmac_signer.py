@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from iac_code.errors import StartupError
-from iac_code.hookspecs import hookimpl
-from iac_code.records import CardSignerSpec
+from iac_code.base.errors import StartupError
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import CardSignerSpec
 
 if TYPE_CHECKING:
-    from iac_code.records import PluginContext
+    from iac_code.base.records import PluginContext
 
 DEFAULT_KID = "default"
 MISSING_SECRET = "card-signer: hmac needs signing-secret (or signing-secrets)."

@@ -10,14 +10,14 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from iac_code import jsonio
-from iac_code.hookspecs import hookimpl
-from iac_code.records import HttpRouteSpec
+from iac_code.base import jsonio
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.records import HttpRouteSpec
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from iac_code.records import PluginContext
+    from iac_code.base.records import PluginContext
 
 JWKS_PATH = "/.well-known/jwks.json"
 # Short enough that a rotated key is fetched well within a retired key's grace period.

@@ -52,9 +52,9 @@ from typing import Any
 
 from iac_code.builtin.file_urls import open_file_url, sha256_at_most
 from iac_code.builtin.part_limits import BINARY_FILE_LIMIT, INLINE_BINARY_LIMIT, exceeds
-from iac_code.hookspecs import hookimpl
-from iac_code.media_types import MULTIMODAL_WILDCARDS, UNSUPPORTED_MEDIA_TYPE, is_media_type, multimodal_types
-from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.media_types import MULTIMODAL_WILDCARDS, UNSUPPORTED_MEDIA_TYPE, is_media_type, multimodal_types
+from iac_code.base.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
 
 RAW_TOO_LARGE = "A2A binary raw part content is too large."
 DATA_NOT_OBJECT = "A2A binary data parts must contain an object."

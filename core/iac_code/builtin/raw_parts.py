@@ -19,9 +19,9 @@ see :mod:`iac_code.builtin.text_parts`; ``url`` parts follow this module.)
 from __future__ import annotations
 
 from iac_code.builtin.part_limits import INLINE_TEXT_LIMIT, exceeds
-from iac_code.hookspecs import hookimpl
-from iac_code.media_types import text_like_types
-from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.media_types import text_like_types
+from iac_code.base.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
 
 RAW_TOO_LARGE = "A2A raw part content is too large."
 RAW_NOT_UTF8 = "A2A raw parts must contain valid UTF-8."

@@ -13,9 +13,9 @@ instead (A2A -32005), see :mod:`iac_code.builtin.raw_parts`.
 
 from __future__ import annotations
 
-from iac_code.hookspecs import hookimpl
-from iac_code.media_types import UNSUPPORTED_MEDIA_TYPE, text_like_types
-from iac_code.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
+from iac_code.base.hookspecs import hookimpl
+from iac_code.base.media_types import UNSUPPORTED_MEDIA_TYPE, text_like_types
+from iac_code.base.records import DecodeContext, DecodedPart, InputPart, PartDecodeError, PartDecoderSpec
 
 
 def decode_text(part: InputPart, context: DecodeContext) -> DecodedPart:

@@ -576,7 +576,7 @@ def test_rotation_on_the_class_rotates_the_file_and_running_keyrings_adopt_it(tm
 def test_a_key_file_readable_by_others_is_restricted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     PushKeyring.load(tmp_path, env={})
     os.chmod(tmp_path / KEYRING_FILE, 0o644)
-    with caplog.at_level(logging.WARNING, logger="iac_code.storage"):
+    with caplog.at_level(logging.WARNING, logger="iac_code.base.storage"):
         PushKeyring.load(tmp_path, env={})
     assert mode(tmp_path / KEYRING_FILE) == 0o600
     assert any("readable by other users" in record.getMessage() for record in caplog.records)

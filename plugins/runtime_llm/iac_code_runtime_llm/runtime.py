@@ -2,7 +2,7 @@
 
 Each round streams one chat completion: text deltas and provider reasoning are passed on
 as they arrive, tool calls as ``ToolStarted`` and argument deltas; when the round ends
-the tools run through :func:`iac_code.tools.run_tool` (so permissions, pauses, audit and
+the tools run through :func:`iac_code.agents.tools.run_tool` (so permissions, pauses, audit and
 artifacts are the kernel's, as for every runtime) and their results go back to the model
 for the next round. A round without tool calls ends the turn.
 

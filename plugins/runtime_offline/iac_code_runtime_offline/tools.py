@@ -36,7 +36,7 @@ MEDIA_TYPES = {".yaml": "text/yaml", ".yml": "text/yaml", ".json": "application/
 
 def workspace_path(context: ToolContext, relative: str) -> Path | None:
     """The resolved path of ``relative`` inside the workspace, or ``None`` if it escapes
-    or is one of the server's own files (:class:`iac_code.workspace.ProtectedPaths`)."""
+    or is one of the server's own files (:class:`iac_code.security.workspace.ProtectedPaths`)."""
     if not relative or "\x00" in relative:
         return None
     path = Path(os.path.realpath(os.path.join(context.cwd, relative)))

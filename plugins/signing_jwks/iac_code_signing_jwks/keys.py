@@ -265,7 +265,7 @@ def _store_lock(state_dir: Path) -> contextlib.AbstractContextManager[None]:
 
 
 class JwksKeySet:
-    """The ``jwks`` signer's keys (:class:`iac_code.records.SigningKeySet`): one active private key, retired ones
+    """The ``jwks`` signer's keys (:class:`iac_code.base.records.SigningKeySet`): one active private key, retired ones
     published for ``grace_days``; from ``key_files`` or the store in ``state_dir`` (see the module docstring).
 
     Thread-safe. :meth:`active_key` is cheap: it touches the disk only to look at

@@ -1,7 +1,7 @@
 """The shared task store: every node reads and writes the same tasks in one Redis.
 
 Implements a2a-sdk's ``TaskStore`` plus the kernel's extras, with the surface
-and semantics of :class:`iac_code.task_store.KernelTaskStore` (versions, the
+and semantics of :class:`iac_code.tasks.task_store.KernelTaskStore` (versions, the
 event log, JSON views, ListTasks order and page tokens). A task is one hash;
 ListTasks reads lexicographic sorted sets whose members sort like the local
 index (status timestamp, then task id, both descending); a task's writes are a

@@ -1,7 +1,7 @@
 """The ``grpc-jsonrpc`` transport: JSON-RPC objects carried in ``JsonRpcEnvelope`` messages over gRPC.
 
 Wire contract: ``a2a_jsonrpc.proto`` (service ``iac_code.a2a.transports.proto.A2AJsonRpc``). This
-transport only frames; every envelope's payload goes through :func:`iac_code.framing.serve_frame`
+transport only frames; every envelope's payload goes through :func:`iac_code.protocol.framing.serve_frame`
 (size limit, authentication, the kernel's one dispatcher), with the call metadata as the channel
 headers (read as the official ``grpc`` transport reads them).
 
@@ -10,10 +10,10 @@ headers (read as the official ``grpc`` transport reads them).
   before dispatch with ``-32600`` "Use Stream for streaming methods" (dispatching it would start
   the turn).
 * A payload that is not a JSON-RPC request object (a ``method`` that is a list ...) is answered
-  like on every transport (``-32600``/``-32700``, :mod:`iac_code.framing`), never with a gRPC
+  like on every transport (``-32600``/``-32700``, :mod:`iac_code.protocol.framing`), never with a gRPC
   status.
 * ``Stream``: one envelope per JSON-RPC response of the stream (``final=false``), then the
-  terminator :func:`~iac_code.framing.final_marker` with ``final=true``. An answer that is not a
+  terminator :func:`~iac_code.protocol.framing.final_marker` with ``final=true``. An answer that is not a
   stream (an error before the first event, or a unary method) is sent as one ``final=true``
   envelope (the reference implementation dropped a unary method's answer).
 * A caller the authenticator refuses ends ``UNAUTHENTICATED`` "Unauthorized" (as over ``grpc``).

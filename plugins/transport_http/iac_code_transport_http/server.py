@@ -338,7 +338,7 @@ class HttpTransport:
         media_type = stored.media_type.partition(";")[0].strip().lower()
         if not _MEDIA_TYPE.fullmatch(media_type):
             media_type = "application/octet-stream"
-        # Payloads are stored as UTF-8 text (iac_code.artifacts), so every text type is UTF-8.
+        # Payloads are stored as UTF-8 text (iac_code.tasks.artifacts), so every text type is UTF-8.
         charset = "utf-8" if media_type.startswith("text/") else None
         return web.Response(body=data, headers=headers, content_type=media_type, charset=charset)
 

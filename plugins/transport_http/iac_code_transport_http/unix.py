@@ -1,6 +1,6 @@
 """The ``unix`` transport: NDJSON JSON-RPC sessions on a Unix domain socket (transports.md §4).
 
-Each accepted connection runs an :class:`~iac_code.ndjson.NdjsonSession`
+Each accepted connection runs an :class:`~iac_code.protocol.ndjson.NdjsonSession`
 (concurrent requests, correlated by id). Unlike the anchor the socket is
 created owner-only (mode 0600), a live socket at the path is refused instead of
 being stolen, and callers authenticate with the frame's ``headers`` member.

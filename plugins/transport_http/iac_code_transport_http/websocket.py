@@ -1,7 +1,7 @@
 """The ``websocket`` transport: JSON-RPC 2.0 over WebSocket text frames (aiohttp).
 
 One route, ``ws-path`` (default ``/a2a``), on ``host``/``port``. The transport
-only frames; every request goes through :func:`iac_code.framing.serve_frame`.
+only frames; every request goes through :func:`iac_code.protocol.framing.serve_frame`.
 
 * The handshake is authenticated like an HTTP request (a refused one gets
   ``401 {"error":"Unauthorized"}`` before the upgrade), and its headers are the

@@ -349,7 +349,7 @@ async def test_pure_python_parser_logs_no_secret_either(tmp_path: Path) -> None:
     config.write_text(f"persistence-dir: {tmp_path / 'state'}\n", encoding="utf-8")
     env = {**os.environ, "AIOHTTP_NO_EXTENSIONS": "1", "IAC_CODE_CONFIG_DIR": str(tmp_path)}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "iac_code.cli", "a2a", "--config", str(config), "--port", "0",
+        sys.executable, "-m", "iac_code.server.cli", "a2a", "--config", str(config), "--port", "0",
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env)
     assert proc.stderr is not None
     log = ""

@@ -4,7 +4,7 @@ Request entries (``XADD <request-stream> *``) carry ``correlation_id``, ``payloa
 (the JSON-RPC request text), optionally ``reply_stream`` (default: the
 ``response-stream`` setting) and ``headers`` (a JSON object's text:
 ``Authorization``, ``A2A-Version``, ...). Every payload goes through
-:func:`iac_code.framing.serve_frame`, so size limit, authentication and dispatch are
+:func:`iac_code.protocol.framing.serve_frame`, so size limit, authentication and dispatch are
 the HTTP ones; this module only frames.
 
 Answers are ``XADD <reply_stream> MAXLEN ~ <redis-stream-maxlen>`` entries with
@@ -129,7 +129,7 @@ class _Reply:
 
 
 class RedisStreamsTransport:
-    """A :class:`~iac_code.records.TransportServer` reading one request stream through a consumer group."""
+    """A :class:`~iac_code.base.records.TransportServer` reading one request stream through a consumer group."""
 
     def __init__(self, kernel: PluginContext) -> None:
         config = kernel.config

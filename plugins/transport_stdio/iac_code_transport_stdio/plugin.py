@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 IAC_CODE_API_VERSION = "1.0"
 
-DEFAULT_COMMAND = (sys.executable, "-m", "iac_code.cli", "a2a", "--transport", "stdio")
+DEFAULT_COMMAND = (sys.executable, "-m", "iac_code.server.cli", "a2a", "--transport", "stdio")
 
 
 def create_transport(context: PluginContext) -> TransportServer:

@@ -451,7 +451,7 @@ def _fc(tf: _Tf) -> None:
 def _services(tf: _Tf) -> None:
     spec = tf.spec
     if spec.get("ram"):
-        from iac_code_runtime_offline.engine.generation import ram_documents
+        from iac_code_runtime_offline.engine.cloud_documents import ram_documents
 
         ram = spec["ram"]
         trust, policy = ram_documents(ram)
@@ -480,7 +480,7 @@ def _services(tf: _Tf) -> None:
                                              ("shard_count", sls["shards"])], taggable=False)
         tf.output("log_project_name", "Name of the Log Service project.", "alicloud_log_project.logs.project_name")
     if spec.get("dns"):
-        from iac_code_runtime_offline.engine.generation import split_domain
+        from iac_code_runtime_offline.engine.cloud_documents import split_domain
 
         dns = spec["dns"]
         rr, domain = split_domain(dns["name"])

@@ -1,0 +1,1 @@
+"""agents: see docs/architecture.md for what this layer holds."""

@@ -1,0 +1,147 @@
+"""Agent runtime events: the A2A-free vocabulary runtimes speak.
+
+A runtime turns one :class:`TurnRequest` into an async stream of events. The
+kernel's executor (:mod:`iac_code.tasks.executor`) is the one place that translates
+them into A2A events. Nothing here imports a2a-sdk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One turn of a conversation, as a runtime sees it.
+
+    ``history`` holds the context's earlier turns (``{"role", "text"}``);
+    ``session`` is the runtime's own JSON-serialisable state for the context,
+    kept and persisted by the kernel between turns.
+    """
+
+    context_id: str
+    task_id: str
+    prompt: str
+    cwd: str
+    language: str = "en"
+    channel: str = "unknown"
+    manifest: tuple[Mapping[str, Any], ...] = ()
+    history: tuple[Mapping[str, str], ...] = ()
+    session: dict[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A chunk of assistant text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    tool_use_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolInputDelta:
+    tool_use_id: str
+    name: str
+    delta: str
+
+
+@dataclass(frozen=True)
+class ToolInputComplete:
+    tool_use_id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCompleted:
+    """A tool finished; ``artifact`` carries a text payload to store (e.g. a template)."""
+
+    tool_use_id: str
+    name: str
+    result: Mapping[str, Any]
+    artifact: ArtifactPayload | None = None
+
+
+@dataclass(frozen=True)
+class ToolFailed:
+    tool_use_id: str
+    name: str
+    error: str
+
+
+@dataclass(frozen=True)
+class ArtifactPayload:
+    name: str
+    media_type: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """Raw provider reasoning (exposed only when configured)."""
+
+    text: str
+
+
+@dataclass
+class PermissionRequest:
+    """A tool call that needs the caller's permission.
+
+    The runtime yields this event and, when the kernel asks for its next event,
+    reads ``allowed``: the kernel has decided by then (rules, auto-approval or
+    the caller's interactive answer). ``operation`` describes cloud calls
+    (``product``, ``action``, ``region``, ``stackName``, ``stackId``,
+    ``deploymentSummary``); ``is_read_only`` is ``None`` when unknown.
+    """
+
+    tool_use_id: str
+    tool_name: str
+    input: Mapping[str, Any]
+    is_read_only: bool | None = None
+    operation: Mapping[str, Any] = field(default_factory=dict)
+    allowed: bool | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage for the turn so far."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class TurnFailed:
+    """The runtime failed the turn; ``message`` is safe to show the caller."""
+
+    message: str
+    retryable: bool = False
+
+
+RuntimeEvent = (
+    TextDelta | ToolStarted | ToolInputDelta | ToolInputComplete | ToolCompleted | ToolFailed
+    | Thinking | Usage | TurnFailed | PermissionRequest
+)
+
+
+class AgentRuntime(Protocol):
+    """What an agent runtime plugin provides.
+
+    ``run_turn`` is cancelled (``asyncio.CancelledError``) when the caller
+    cancels the task; a runtime must stop promptly and release its resources.
+    Turns of one ``context_id`` never run concurrently; different contexts may.
+    """
+
+    name: str
+
+    def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        """Run one turn and stream its events."""
+        ...

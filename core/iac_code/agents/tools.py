@@ -1,0 +1,116 @@
+"""Tools agent runtimes call, and the one helper that turns a call into runtime events.
+
+Tools are registered through the ``iac_code_tools`` hook (third parties can add
+their own, an LLM runtime can reuse them). A tool says whether a call needs
+permission; :func:`run_tool` emits the standard lifecycle (started, input
+deltas, input complete, permission request, completed or failed) so every
+runtime reports tools the same way. Nothing here imports a2a-sdk.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from iac_code.agents.runtime import (
+    ArtifactPayload,
+    PermissionRequest,
+    RuntimeEvent,
+    ToolCompleted,
+    ToolFailed,
+    ToolInputComplete,
+    ToolInputDelta,
+    ToolStarted,
+)
+
+INPUT_CHUNK = 256  # characters of JSON per input_delta event
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may use: the workspace, the turn's language and message metadata."""
+
+    cwd: str
+    language: str = "en"
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Permission:
+    """A tool call's permission needs: read-only or not, and the cloud operation if any."""
+
+    is_read_only: bool | None
+    operation: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A tool's result; ``error`` set means the call failed (a safe message).
+
+    ``result`` is published in tool metadata; ``private`` is for the calling
+    runtime only (e.g. a generated template's full text) and never published.
+    """
+
+    result: Mapping[str, Any] = field(default_factory=dict)
+    artifact: ArtifactPayload | None = None
+    error: str | None = None
+    private: Any = None
+
+
+class Tool(Protocol):
+    name: str
+
+    def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
+        """``None`` when the call needs no permission."""
+        ...
+
+    async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutcome:
+        ...
+
+
+@dataclass
+class ToolCall:
+    """Holds the outcome of :func:`run_tool` once its events are consumed."""
+
+    tool_use_id: str
+    name: str
+    input: Mapping[str, Any]
+    outcome: ToolOutcome | None = None
+    allowed: bool = True
+
+
+async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
+                   announced: bool = False) -> AsyncIterator[RuntimeEvent]:
+    """Emit the lifecycle of one tool call; ``call.outcome`` holds the result afterwards.
+
+    ``announced``: the runtime already emitted ``ToolStarted`` and the input deltas as
+    the input arrived (a model streaming a call's arguments); the lifecycle goes on from
+    ``ToolInputComplete``.
+    """
+    if not announced:
+        yield ToolStarted(call.tool_use_id, call.name)
+        encoded = json.dumps(dict(call.input), ensure_ascii=False)
+        for start in range(0, len(encoded), INPUT_CHUNK):
+            yield ToolInputDelta(call.tool_use_id, call.name, encoded[start:start + INPUT_CHUNK])
+    yield ToolInputComplete(call.tool_use_id, call.name, call.input)
+    needs = tool.permission(call.input, context)
+    if needs is not None:
+        request = PermissionRequest(call.tool_use_id, call.name, call.input, is_read_only=needs.is_read_only,
+                                    operation=dict(needs.operation))
+        yield request
+        call.allowed = bool(request.allowed)
+        if not call.allowed:
+            call.outcome = ToolOutcome(error="permission denied")
+            yield ToolFailed(call.tool_use_id, call.name, "permission denied")
+            return
+    try:
+        outcome = await tool.run(call.input, context)
+    except Exception as exc:  # a tool bug must not end the turn without a trace
+        outcome = ToolOutcome(error=f"{call.name} failed: {type(exc).__name__}")
+    call.outcome = outcome
+    if outcome.error is not None:
+        yield ToolFailed(call.tool_use_id, call.name, outcome.error)
+    else:
+        yield ToolCompleted(call.tool_use_id, call.name, dict(outcome.result), artifact=outcome.artifact)

@@ -1,0 +1,1 @@
+"""base: see docs/architecture.md for what this layer holds."""

@@ -1,0 +1,1 @@
+"""language: see docs/architecture.md for what this layer holds."""

@@ -1,0 +1,1 @@
+"""security: see docs/architecture.md for what this layer holds."""

@@ -1,0 +1,1 @@
+"""server: see docs/architecture.md for what this layer holds."""
