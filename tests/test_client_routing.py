@@ -110,7 +110,7 @@ async def test_call_by_route_name_config_routes_and_the_snapshot(tmp_path: Path,
         routes = ["--route", "down=http://127.0.0.1:9/;tags=never", "--route", f"iac={server.url};tags=vpc,ros"]
         named = await run_client("call", *routes, "--route-name", "iac", "-p", "hello", cwd=tmp_path)
         assert named.code == 0 and "offline engine" in named.out, named.err
-        by_tag = await run_client("call", *routes, "-p", "hello vpc", cwd=tmp_path)
+        by_tag = await run_client("call", *routes, "-p", "what is a vpc?", cwd=tmp_path)  # a question: no pause
         assert by_tag.code == 0, by_tag.err
         config = tmp_path / "a2a-client.yml"
         config.write_text(f"routes:\n  - name: iac\n    url: {server.url}\n    tags: [ros]\n  - down=http://127.0.0.1:9/\n")
