@@ -286,13 +286,13 @@ class NdjsonWire:
             outcome.failure = "no answer"
         return outcome
 
-    async def leftovers(self) -> int:
+    async def leftovers(self, timeout: float = ANSWER_SECONDS) -> int:
         probe = {"jsonrpc": "2.0", "id": f"probe-{uuid.uuid4().hex}", "method": "ListTasks", "params": {},
                  "headers": self.credentials}
         self.writer.write(json.dumps(probe).encode() + b"\n")
         await self.writer.drain()
         extra = 0
-        while (await self._line(ANSWER_SECONDS)).get("id") != probe["id"]:
+        while (await self._line(timeout)).get("id") != probe["id"]:
             extra += 1
         return extra
 

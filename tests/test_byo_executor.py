@@ -80,7 +80,9 @@ def test_unknown_runtime() -> None:
         make_kernel({"agent-runtime": "nope"})
 
 
-async def test_tracing_is_opt_in() -> None:
+async def test_tracing_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No collector listens here: without this, stopping the server waits for the OTLP exporter's retries.
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     async with start_server() as plain:
         assert type(plain.kernel.request_handler).__name__ == "KernelRequestHandler"
     async with start_server({"tracing": True}) as traced, aiohttp.ClientSession() as http:

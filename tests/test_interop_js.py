@@ -14,9 +14,11 @@ developer's machine and fails under ``CI=true``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,18 +40,37 @@ def _node() -> str:
     return node
 
 
+@contextlib.contextmanager
+def _installing() -> Iterator[None]:
+    """Hold an exclusive lock on ``tests/interop_js`` (POSIX ``flock`` on the directory itself) while
+    installing: parallel test workers, or two runs in one checkout, must not run ``npm ci`` (which
+    first deletes ``node_modules``) under each other."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no parallel installs to guard against there
+        yield
+        return
+    fd = os.open(JS_DIR, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 @pytest.fixture(scope="module")
 def js_sdk() -> str:
     """``node``, with ``@a2a-js/sdk`` installed from the lock file into ``tests/interop_js``."""
     node = _node()
-    if not (JS_DIR / "node_modules" / "@a2a-js" / "sdk" / "package.json").exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.fail("npm is not installed next to node: cannot install @a2a-js/sdk")
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
-                              text=True, timeout=300, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"npm ci failed in {JS_DIR}:\n{done.stdout}\n{done.stderr}")
+    with _installing():
+        if not (JS_DIR / "node_modules" / "@a2a-js" / "sdk" / "package.json").exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.fail("npm is not installed next to node: cannot install @a2a-js/sdk")
+            done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
+                                  text=True, timeout=300, check=False)
+            if done.returncode != 0:
+                pytest.fail(f"npm ci failed in {JS_DIR}:\n{done.stdout}\n{done.stderr}")
     return node
 
 

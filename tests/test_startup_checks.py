@@ -47,11 +47,19 @@ def _free_port() -> int:
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[int, str]]:
-    """Every file and directory under ``directory``: mode and content hash (byte-for-byte comparison)."""
+    """Every file and directory under ``directory``: mode and content hash (byte-for-byte comparison).
+
+    A path that disappears between the listing and its reading (a running server renaming its
+    temporary file into place) is left out: the file it became is in the listing or the next one.
+    """
     out: dict[str, tuple[int, str]] = {}
     for path in sorted(directory.rglob("*")):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
-        out[str(path.relative_to(directory))] = (path.stat().st_mode, digest)
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        out[str(path.relative_to(directory))] = (mode, digest)
     return out
 
 

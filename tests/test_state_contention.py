@@ -12,6 +12,7 @@ and answers throughout: every task it acknowledged is still readable, none is FA
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -24,6 +25,9 @@ from tests.test_cli import _env, _install, run
 from tests.test_startup_checks import _errors, _free_port, _paused_task, _server
 
 ATTEMPTS = 20
+# Each of the two load clients waits PACE seconds after each answer: a steady load that keeps the server
+# busy during every refused start without taking the CPU the starts themselves need.
+PACE = 0.05
 
 
 def _open_state_files(pid: int, state: Path) -> dict[str, tuple[int, int]]:
@@ -84,6 +88,8 @@ async def test_twenty_refused_starts_under_load_change_nothing(tmp_path: Path) -
                     reply = await r.json()
                 assert "result" in reply, reply
                 acknowledged.append(reply["result"]["task"]["id"])
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), PACE)
 
         loaders = [asyncio.create_task(load()) for _ in range(2)]
         try:

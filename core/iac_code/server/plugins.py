@@ -204,13 +204,14 @@ class Plugins:
         """
         plugins = cls()
         blocked_names = {normalise_name(b) for b in blocked if b.strip()}
+        kernel_version = _dist_version("iac-code")  # one metadata search, not one per built-in
         for module_name in BUILTIN_PLUGINS:
             short = module_name.rsplit(".", 1)[-1].replace("_", "-")
             if short in blocked_names:
-                plugins._infos[short] = PluginInfo(short, "iac-code", _dist_version("iac-code"), True, "blocked")
+                plugins._infos[short] = PluginInfo(short, "iac-code", kernel_version, True, "blocked")
                 continue
             module = importlib.import_module(module_name)
-            plugins._register(module, short, "iac-code", _dist_version("iac-code"), builtin=True)
+            plugins._register(module, short, "iac-code", kernel_version, builtin=True)
         if load_entry_points:
             for ep in sorted(entry_points(group=entry_point_group), key=lambda e: e.name):
                 plugins._load_entry_point(ep, blocked_names)
