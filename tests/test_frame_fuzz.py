@@ -55,7 +55,6 @@ ENVELOPE_CODES = {-32700, -32600, -32000}
 LEAKS = ("Traceback", "<class", "unhashable", "Unexpected", "TypeError", "KeyError", "AttributeError", "/tmp/", "/work/")
 # Log lines a whole run may write (start-up and shutdown included): client errors are rate-limited.
 MAX_LOG_LINES = 60
-# A stdio server answers once its process has started (imports included): slow on a loaded machine.
 
 
 @contextlib.asynccontextmanager
