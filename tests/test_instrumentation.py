@@ -10,11 +10,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from iac_code.base import tracing
 from iac_code.api import error_code
+from iac_code.base import tracing
+from iac_code.base.config import PLUGIN_KEYS
 from iac_code.base.errors import ConfigProblems
 from iac_code.base.hookspecs import hookimpl
 from iac_code.base.instrumentation import Activity, Instrumentation
+from iac_code.server.plugins import Plugins
 from iac_code.testing import A2A_HEADERS, make_kernel, send_message_body, start_server
 from tests.test_cli import _env, run, serving
 
@@ -41,19 +43,29 @@ async def test_a_server_with_metrics_and_tracing_blocked_serves_without_them(tmp
     assert status["tracing"] == ("blocked", "iac-code-tracing")
 
 
-@pytest.mark.parametrize(("yaml_text", "key"), [
-    ("disabled-plugins: [metrics]\nmetrics-port: 9464\n", "metrics-port"),
-    ("disabled-plugins: [tracing]\ntracing: true\n", "tracing"),
+@pytest.mark.parametrize(("yaml_text", "key", "plugin"), [
+    ("disabled-plugins: [metrics]\nmetrics-port: 9464\n", "metrics-port", "metrics"),
+    ("disabled-plugins: [tracing]\ntracing: true\n", "tracing", "tracing"),
+    ("disabled-plugins: [push]\npush-queue: local-file\n", "push-queue", "push"),
+    ("disabled-plugins: [compat-v03]\ncard-legacy-fields: true\n", "card-legacy-fields", "compat-v03"),
 ])
 async def test_a_key_of_a_missing_plugin_names_the_plugin_and_the_extra(tmp_path: Path, yaml_text: str,
-                                                                        key: str) -> None:
+                                                                        key: str, plugin: str) -> None:
     config = tmp_path / "server.yml"
     config.write_text(yaml_text)
     code, out, err = await run("a2a", "--config", str(config))
     assert code == 2 and not out
     (line,) = err.strip().splitlines()
-    assert f"unknown configuration key '{key}': it belongs to the '{key.split('-')[0]}' plugin" in line, line
+    assert f"unknown configuration key '{key}': it belongs to the '{plugin}' plugin" in line, line
     assert "pip install 'iac-code[a2a]'" in line and "Traceback" not in err
+
+
+def test_the_table_of_plugin_keys_matches_the_plugins_config_models() -> None:
+    owners = {plugin for plugin, _extra in PLUGIN_KEYS.values()}
+    models = {p.plugin: p.record for p in Plugins.load().config_models() if p.plugin in owners}
+    assert set(models) == owners  # every plugin the table names is installed and has keys
+    for plugin, model in models.items():
+        assert {key for key, (owner, _) in PLUGIN_KEYS.items() if owner == plugin} == set(model.model_fields), plugin
 
 
 def test_without_an_instrumentation_plugin_nothing_is_observed() -> None:

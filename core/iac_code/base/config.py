@@ -357,6 +357,10 @@ def build_config_model(extra_models: list[tuple[str, type[BaseModel]]]) -> type[
 PLUGIN_KEYS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(("metrics", "metrics_public", "metrics_port", "metrics_host"), ("metrics", "a2a")),
     "tracing": ("tracing", "a2a"),
+    **dict.fromkeys(("push_notifications", "push_queue", "push_events", "push_delivery", "push_timeout",
+                     "push_max_attempts", "push_retry_base_delay", "push_retry_max_delay", "push_concurrency",
+                     "push_lease_timeout_ms", "push_signing", "push_allowed_hosts"), ("push", "a2a")),
+    "card_legacy_fields": ("compat-v03", "a2a"),
 }
 
 
