@@ -27,49 +27,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iac_code.base import jsonio
-from iac_code.language import messages
-from iac_code.base import tracing
+from iac_code.agents.runtime import (
+    ArtifactPayload,
+    RuntimeEvent,
+    TextDelta,
+    Thinking,
+    ToolCompleted,
+    ToolFailed,
+    ToolInputDelta,
+    ToolStarted,
+    TurnFailed,
+    TurnRequest,
+    Usage,
+)
+from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
+from iac_code.base import jsonio, tracing
 from iac_code.base.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
-from iac_code.tasks.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
-from iac_code.security.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.base.background import spawn
-from iac_code.server.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.base.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
 from iac_code.base.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
-from iac_code.protocol.dispatcher import (
-    MESSAGE_METHODS,
-    RAW_PARAMS_KEY,
-    STREAMING_METHODS,
-    CallError,
-    CallInfo,
-    JsonRpcDispatcher,
-    decode_json,
-    error_code,
-    protocol_error,
-    requested_version,
-)
 from iac_code.base.errors import ConfigProblems, StartupError
-from iac_code.protocol.framing import (
-    TOO_LARGE,
-    UNAUTHORIZED,
-    Answer,
-    decode_frame,
-    dumps,
-    error_response,
-    final_marker,
-    log_client_error,
-    peek,
-    request_id_of,
-    serve_frame,
-)
 from iac_code.base.hookspecs import ENTRY_POINT_GROUP, hookimpl
-from iac_code.language.i18n import Translator, translator
 from iac_code.base.instrumentation import Activity, Instrumentation
 from iac_code.base.jsonio import message_to_json
-from iac_code.security.log_limits import RateLimitedLog
-from iac_code.protocol.ndjson import NdjsonSession, grace_seconds, reader_limit
-from iac_code.protocol.ndjson_client import NdjsonClient
 from iac_code.base.push_jobs import (
     ClaimedJob,
     JobCodec,
@@ -116,19 +96,6 @@ from iac_code.base.records import (
     TransportSpec,
     normalise_name,
 )
-from iac_code.agents.runtime import (
-    ArtifactPayload,
-    RuntimeEvent,
-    TextDelta,
-    Thinking,
-    ToolCompleted,
-    ToolFailed,
-    ToolInputDelta,
-    ToolStarted,
-    TurnFailed,
-    TurnRequest,
-    Usage,
-)
 from iac_code.base.signing_keys import key_alg, key_id, public_jwks
 from iac_code.base.storage import (
     atomic_write,
@@ -139,6 +106,41 @@ from iac_code.base.storage import (
     sweep_temp_files,
     write_new_private_file,
 )
+from iac_code.base.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
+from iac_code.language import messages
+from iac_code.language.i18n import Translator, translator
+from iac_code.protocol.dispatcher import (
+    MESSAGE_METHODS,
+    RAW_PARAMS_KEY,
+    STREAMING_METHODS,
+    CallError,
+    CallInfo,
+    JsonRpcDispatcher,
+    decode_json,
+    error_code,
+    protocol_error,
+    requested_version,
+)
+from iac_code.protocol.framing import (
+    TOO_LARGE,
+    UNAUTHORIZED,
+    Answer,
+    decode_frame,
+    dumps,
+    error_response,
+    final_marker,
+    log_client_error,
+    peek,
+    request_id_of,
+    serve_frame,
+)
+from iac_code.protocol.ndjson import NdjsonSession, grace_seconds, reader_limit
+from iac_code.protocol.ndjson_client import NdjsonClient, request_frame
+from iac_code.security.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
+from iac_code.security.log_limits import RateLimitedLog
+from iac_code.security.workspace import is_protected_file, is_within
+from iac_code.server.cli import CommandContext, command_context, fail, run_until_stopped
+from iac_code.tasks.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
 from iac_code.tasks.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, seq_of, version_number
 from iac_code.tasks.task_store import (
     DEFAULT_PAGE_SIZE,
@@ -149,10 +151,7 @@ from iac_code.tasks.task_store import (
     is_interrupted,
     sort_key,
 )
-from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
 from iac_code.tasks.turns import ALREADY_WORKING
-from iac_code.base.url_credentials import mask_url, mask_urls_in, redact, redis_location, url_secrets
-from iac_code.security.workspace import is_protected_file, is_within
 
 ContextFactory = Callable[[PluginContext], Any]
 """The shape of every ``create(context)`` factory in a component record."""
@@ -313,6 +312,7 @@ __all__ = [
     "reader_limit",
     "redact",
     "redis_location",
+    "request_frame",
     "request_id_of",
     "requested_version",
     "routers",

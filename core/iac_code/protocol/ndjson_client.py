@@ -11,8 +11,24 @@ import contextlib
 import itertools
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
+
+
+def request_frame(payload: Mapping[str, Any], headers: Mapping[str, str] | None, fresh_id: str,
+                  in_flight: Collection[Any]) -> dict[str, Any]:
+    """The JSON-RPC request a custom transport's client sends: ``jsonrpc`` set, ``fresh_id`` when the
+    payload has no id, the per-call ``headers`` as the envelope's ``headers`` member; an id already
+    ``in_flight`` on the connection is refused (its answers could not be told apart)."""
+    frame = dict(payload)
+    frame.setdefault("jsonrpc", "2.0")
+    if frame.get("id") is None:
+        frame["id"] = fresh_id
+    if headers is not None:
+        frame["headers"] = dict(headers)
+    if frame["id"] in in_flight:
+        raise ValueError(f"request id {frame['id']!r} is already in flight")
+    return frame
 
 
 class NdjsonClient:
@@ -107,15 +123,7 @@ class NdjsonClient:
     # ------------------------------------------------------------------ calls
 
     def _prepare(self, payload: Mapping[str, Any], headers: Mapping[str, str] | None) -> dict[str, Any]:
-        frame = dict(payload)
-        frame.setdefault("jsonrpc", "2.0")
-        if frame.get("id") is None:
-            frame["id"] = f"ndjson-{next(self._ids)}"
-        if headers is not None:
-            frame["headers"] = dict(headers)
-        if frame["id"] in self._queues:
-            raise ValueError(f"request id {frame['id']!r} is already in flight")
-        return frame
+        return request_frame(payload, headers, f"ndjson-{next(self._ids)}", self._queues)
 
     async def _send(self, data: bytes) -> None:
         if self._closed:

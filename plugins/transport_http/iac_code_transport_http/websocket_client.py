@@ -15,6 +15,8 @@ from typing import Any
 
 import aiohttp
 
+from iac_code.api import request_frame
+
 
 class WebSocketClient:
     """A JSON-RPC client for the ``websocket`` transport (aiohttp), multiplexed by request id.
@@ -93,15 +95,7 @@ class WebSocketClient:
     # ------------------------------------------------------------------ calls
 
     def _prepare(self, payload: Mapping[str, Any], headers: Mapping[str, str] | None) -> dict[str, Any]:
-        frame = dict(payload)
-        frame.setdefault("jsonrpc", "2.0")
-        if frame.get("id") is None:
-            frame["id"] = f"ws-{next(self._ids)}"
-        if headers is not None:
-            frame["headers"] = dict(headers)
-        if frame["id"] in self._queues:
-            raise ValueError(f"request id {frame['id']!r} is already in flight")
-        return frame
+        return request_frame(payload, headers, f"ws-{next(self._ids)}", self._queues)
 
     async def _frames(self, payload: Mapping[str, Any],
                       headers: Mapping[str, str] | None) -> AsyncGenerator[dict[str, Any], None]:
