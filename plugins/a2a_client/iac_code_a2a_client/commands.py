@@ -25,6 +25,7 @@ import click
 from iac_code_a2a_client import events as ev
 from iac_code_a2a_client.errors import ClientError, ExitCode, classify
 from iac_code_a2a_client.options import Settings, load_client_config
+from iac_code_a2a_client.terminal_input import ask_line
 
 logger = logging.getLogger("iac_code_a2a_client")
 
@@ -374,7 +375,7 @@ def _ask_permission(view: Any) -> Callable[[dict[str, Any]], str]:
         labels = {o.get("id"): o.get("label") for o in envelope.get("options", []) if isinstance(o, dict)}
         allow, deny = labels.get("allow_once") or "Allow once", labels.get("deny") or "Deny"
         while True:  # the envelope's title is on screen already; its localised option labels are the question
-            reply = view.console.input(f"[a] {allow} / [d] {deny}: ", markup=False).strip().lower()
+            reply = ask_line(view.console, f"[a] {allow} / [d] {deny}: ").strip().lower()
             if reply in ("a", "allow", "allow_once", "allow once", "y", "yes", "1"):
                 return "allow_once"
             if reply in ("d", "deny", "n", "no", "2"):
@@ -385,7 +386,7 @@ def _ask_permission(view: Any) -> Callable[[dict[str, Any]], str]:
 
 def _confirm(view: Any) -> Callable[[str], bool]:
     def confirm(question: str) -> bool:
-        reply = view.console.input(f"{question} [Y/n]: ", markup=False).strip().lower()
+        reply = ask_line(view.console, f"{question} [Y/n]: ").strip().lower()
         return reply in ("", "y", "yes")
 
     return confirm
