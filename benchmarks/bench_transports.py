@@ -3,9 +3,9 @@
 
 Each transport gets its own ``iac-code a2a --transport X`` process (the trivial
 agent, persistence on, pinned to CPU 0); the load runs in this process on CPU 1:
-``--concurrency`` calls in flight through the transport's client from
-:mod:`iac_code.protocol.ndjson_client` or its plugin (one multiplexed connection; HTTP
-uses an aiohttp pool of that many keep-alive connections). Redis Streams uses the
+``--concurrency`` calls in flight through the transport's client from its plugin
+(:mod:`iac_code_transport_stdio.ndjson_client` for stdio and unix; one multiplexed
+connection; HTTP uses an aiohttp pool of that many keep-alive connections). Redis Streams uses the
 machine's Redis with a fresh key prefix.
 
     uv run --group bench python benchmarks/bench_transports.py [--duration 5 --concurrency 32]
@@ -84,7 +84,7 @@ async def serving(name: str, tmp: Path, cpu: int | None, concurrency: int) -> As
     env = {**os.environ, "PYTHONPATH": str(BENCH_DIR), "IAC_CODE_CONFIG_DIR": str(tmp)}
     argv = _pinned([IAC_CODE, "a2a", "--transport", name, "--config", str(config)], cpu)
     if name == "stdio":
-        from iac_code.protocol.ndjson_client import NdjsonClient
+        from iac_code_transport_stdio.ndjson_client import NdjsonClient
 
         client = await NdjsonClient.spawn(argv, env=env, cwd=str(tmp))
         try:
@@ -132,7 +132,7 @@ async def _connect(name: str, url: str, prefix: str, concurrency: int) -> Any:
     if name == "http":
         return HttpClient(url, concurrency)
     if name == "unix":
-        from iac_code.protocol.ndjson_client import NdjsonClient
+        from iac_code_transport_stdio.ndjson_client import NdjsonClient
 
         return await NdjsonClient.connect_unix(url.removeprefix("unix://"))
     if name == "websocket":

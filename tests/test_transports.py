@@ -3,10 +3,11 @@
 HTTP (JSON-RPC + SSE), the Unix socket, stdio (a real ``iac-code a2a --transport
 stdio`` process), WebSocket, the gRPC JSON-RPC envelope and Redis Streams (the
 machine's Redis) each get a server configured as a new user would have it, and a
-client from :mod:`iac_code.protocol.ndjson_client` or the transport's plugin. Every
-scenario states its expectation once; a transport passes when it meets all of
-them. (The official bindings, JSON-RPC / HTTP+JSON / gRPC through a2a-sdk's
-client, have their own module: ``test_bindings.py``.)
+client from the transport's plugin (for unix and stdio:
+:mod:`iac_code_transport_stdio.ndjson_client`). Every scenario states its
+expectation once; a transport passes when it meets all of them. (The official
+bindings, JSON-RPC / HTTP+JSON / gRPC through a2a-sdk's client, have their own
+module: ``test_bindings.py``.)
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ async def serving(transport: str, tmp: Path, settings: dict[str, Any] | None = N
     settings = {"max-request-bytes": MAX_BYTES, **(settings or {})}
     prefix = f"iac-code-test:{uuid.uuid4().hex}"
     if transport == "stdio":
-        from iac_code.protocol.ndjson_client import NdjsonClient
+        from iac_code_transport_stdio.ndjson_client import NdjsonClient
 
         home = tmp / "stdio-server"  # the server's own files, outside the workspace (its cwd)
         workspace = tmp / "stdio-work"
@@ -153,7 +154,7 @@ async def _connect(transport: str, url: str, prefix: str, headers: dict[str, str
     if transport == "http":
         return HttpClient(url)
     if transport == "unix":
-        from iac_code.protocol.ndjson_client import NdjsonClient
+        from iac_code_transport_stdio.ndjson_client import NdjsonClient
 
         return await NdjsonClient.connect_unix(url.removeprefix("unix://"))
     if transport == "websocket":
@@ -359,7 +360,7 @@ async def test_many_concurrent_requests(transport: str, tmp_path: Path, monkeypa
         assert len({t["id"] for t in tasks}) == 100  # 100 concurrent clients, each answered
 
 
-@pytest.mark.parametrize("transport", [t for t in TRANSPORTS if t != "stdio"])  # stdio ends at EOF: test_stdio_unix
+@pytest.mark.parametrize("transport", [t for t in TRANSPORTS if t != "stdio"])  # stdio ends at EOF: plugins/transport_stdio/tests
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 async def test_the_server_stops_cleanly_on_a_signal(transport: str, sig: int, tmp_path: Path) -> None:
     prefix = f"iac-code-test:{uuid.uuid4().hex}"

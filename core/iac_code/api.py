@@ -129,13 +129,13 @@ from iac_code.protocol.framing import (
     dumps,
     error_response,
     final_marker,
+    inspect_frame,
     log_client_error,
     peek,
+    request_frame,
     request_id_of,
     serve_frame,
 )
-from iac_code.protocol.ndjson import NdjsonSession, grace_seconds, reader_limit
-from iac_code.protocol.ndjson_client import NdjsonClient, request_frame
 from iac_code.security.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.security.log_limits import RateLimitedLog
 from iac_code.security.workspace import is_protected_file, is_within
@@ -222,8 +222,6 @@ __all__ = [
     "JsonRpcChannel",
     "JsonRpcDispatcher",
     "Lease",
-    "NdjsonClient",
-    "NdjsonSession",
     "NodeLink",
     "NodeUnavailableError",
     "PageTokens",
@@ -284,9 +282,9 @@ __all__ = [
     "file_lock",
     "final_marker",
     "fsync_dir",
-    "grace_seconds",
     "hookimpl",
     "in_conflict",
+    "inspect_frame",
     "interruption",
     "is_interrupted",
     "is_protected_file",
@@ -309,7 +307,6 @@ __all__ = [
     "public_jwks",
     "read_config_file",
     "read_private_file",
-    "reader_limit",
     "redact",
     "redis_location",
     "request_frame",

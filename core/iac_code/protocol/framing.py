@@ -32,13 +32,14 @@ The answer is one JSON-RPC response dict, or an async iterator of them for a
 stream (SendStreamingMessage, SubscribeToTask: whatever the dispatcher streams;
 an error before the first event comes back as a dict, so the client sees it).
 :func:`final_marker` is the terminator frame the NDJSON, WebSocket, envelope and
-Redis framings send after a stream.
+Redis framings send after a stream. On the client side, :func:`request_frame` builds the
+request those transports' clients send.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -144,6 +145,22 @@ def peek(raw: bytes | str, limit: int) -> FrameInfo:
 def final_marker(request_id: Any) -> dict[str, Any]:
     """The frame that ends a stream: ``{"jsonrpc": "2.0", "id": <id>, "final": true}``."""
     return {"jsonrpc": "2.0", "id": request_id, "final": True}
+
+
+def request_frame(payload: Mapping[str, Any], headers: Mapping[str, str] | None, fresh_id: str,
+                  in_flight: Collection[Any]) -> dict[str, Any]:
+    """The JSON-RPC request a custom transport's client sends: ``jsonrpc`` set, ``fresh_id`` when the
+    payload has no id, the per-call ``headers`` as the envelope's ``headers`` member; an id already
+    ``in_flight`` on the connection is refused (its answers could not be told apart)."""
+    frame = dict(payload)
+    frame.setdefault("jsonrpc", "2.0")
+    if frame.get("id") is None:
+        frame["id"] = fresh_id
+    if headers is not None:
+        frame[HEADERS_MEMBER] = dict(headers)
+    if frame["id"] in in_flight:
+        raise ValueError(f"request id {frame['id']!r} is already in flight")
+    return frame
 
 
 def decode_frame(raw: bytes | str) -> tuple[Any, bool]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("iac_code")
 # The loggers whose INFO lines an operator sees (the rest log warnings and errors only).
-LOGGERS = ("iac_code", "iac_code_transport_http", "iac_code_push")
+LOGGERS = ("iac_code", "iac_code_transport_http", "iac_code_transport_stdio", "iac_code_push")
 
 
 def setup_logging(debug: bool, to_stdout: bool, log_format: str = "text") -> None:

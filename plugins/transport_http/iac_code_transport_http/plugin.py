@@ -1,4 +1,4 @@
-"""Plugin registration: the ``http`` transport and its configuration keys."""
+"""Plugin registration: the ``http`` and ``websocket`` transports and their configuration keys."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from iac_code.api import NdjsonClient, TransportSpec, hookimpl, without_effect
+from iac_code.api import TransportSpec, hookimpl, without_effect
 
 if TYPE_CHECKING:
     from iac_code.api import ClientTarget, PluginContext, TransportServer
@@ -38,7 +38,6 @@ class HttpTransportConfig(BaseModel):
     ws_heartbeat_seconds: float = Field(
         30.0, gt=0, allow_inf_nan=False,
         description="Interval of WebSocket pings (websocket transport); a peer that does not answer is closed.")
-    socket_path: str = Field("", description="Path of the Unix domain socket (required for --transport unix).")
 
     @field_validator("http_header_timeout", "http_keepalive_timeout", "http_body_timeout", "http_max_connections",
                      mode="before")
@@ -61,29 +60,11 @@ def create_websocket_transport(kernel: PluginContext) -> TransportServer:
     return WebSocketTransport(kernel)
 
 
-def create_unix_transport(kernel: PluginContext) -> TransportServer:
-    from iac_code_transport_http.unix import UnixTransport
-
-    return UnixTransport(kernel)
-
-
 async def connect_websocket(target: ClientTarget) -> WebSocketClient:
     """The client side of ``websocket``: the handshake to ``ws://`` / ``wss://`` carries ``target.headers``."""
     from iac_code_transport_http.websocket_client import WebSocketClient
 
     return await WebSocketClient.connect(target.url, headers=dict(target.headers))
-
-
-def socket_path(url: str) -> str:
-    """The socket path of a ``unix:///path/to.sock`` interface URL (as the unix transport advertises it)."""
-    if not url.startswith("unix://") or not url.removeprefix("unix://"):
-        raise ValueError("a unix interface URL is unix:///path/to.sock")
-    return url.removeprefix("unix://")
-
-
-async def connect_unix(target: ClientTarget) -> NdjsonClient:
-    """The client side of ``unix``: NDJSON JSON-RPC on the socket the URL names."""
-    return await NdjsonClient.connect_unix(socket_path(target.url))
 
 
 @hookimpl
@@ -100,12 +81,6 @@ def iac_code_transports() -> list[TransportSpec]:
         connect=connect_websocket,
         url_schemes=("ws", "wss"),
         description="JSON-RPC 2.0 over WebSocket text frames, multiplexed (aiohttp).",
-    ), TransportSpec(
-        name="unix",
-        create=create_unix_transport,
-        connect=connect_unix,
-        url_schemes=("unix",),
-        description="Newline-delimited JSON-RPC on a Unix domain socket (concurrent requests).",
     )]
 
 
@@ -114,20 +89,13 @@ def iac_code_config_model() -> type[BaseModel]:
     return HttpTransportConfig
 
 
-MISSING_SOCKET_PATH = "socket-path is required in --config for --transport unix."
-
-
 @hookimpl
 def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
-    """``socket-path`` for ``unix``; ``ws-*`` and ``socket-path`` refused without their transport; ``http`` and
-    ``websocket`` both bind ``host``/``port``, so together they need ``port: 0``."""
+    """``ws-*`` refused without the ``websocket`` transport; ``http`` and ``websocket`` both bind
+    ``host``/``port``, so together they need ``port: 0``."""
     problems: list[str] = []
     if "websocket" not in transports:
         problems += without_effect(config, ("ws_path", "ws_heartbeat_seconds"), "transport: websocket")
-    if "unix" not in transports:
-        problems += without_effect(config, ("socket_path",), "transport: unix")
-    elif not str(config.socket_path or "").strip():
-        problems.append(MISSING_SOCKET_PATH)
     if "http" in transports and "websocket" in transports and config.port:
         problems.append(f"Transports 'http' and 'websocket' would both bind {config.host}:{config.port}: "
                         "set 'port: 0' (each gets a free port) or serve them from two processes.")

@@ -17,7 +17,8 @@ import sys
 import threading
 from typing import IO, Any
 
-from iac_code.api import InterfaceInfo, NdjsonSession, PluginContext, StartupError, grace_seconds, reader_limit
+from iac_code.api import InterfaceInfo, PluginContext, StartupError
+from iac_code_transport_stdio.ndjson import NdjsonSession, grace_seconds, reader_limit
 
 logger = logging.getLogger(__name__)
 

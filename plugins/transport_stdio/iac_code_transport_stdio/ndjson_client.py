@@ -1,7 +1,7 @@
-"""The client side of the NDJSON framing (:mod:`iac_code.protocol.ndjson`) that the ``stdio`` and ``unix`` transports share.
+"""The client side of the NDJSON framing (:mod:`iac_code_transport_stdio.ndjson`) of the ``stdio`` and ``unix`` transports.
 
-Their plugins' ``connect`` return it, and tests and scripts use it on its own (real
-connections, no mocks); it reaches plugins through :mod:`iac_code.api`.
+Their ``connect`` (:mod:`iac_code_transport_stdio.plugin`) returns it, and tests and scripts use it
+on its own (real connections, no mocks).
 """
 
 from __future__ import annotations
@@ -11,24 +11,10 @@ import contextlib
 import itertools
 import json
 import os
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-
-def request_frame(payload: Mapping[str, Any], headers: Mapping[str, str] | None, fresh_id: str,
-                  in_flight: Collection[Any]) -> dict[str, Any]:
-    """The JSON-RPC request a custom transport's client sends: ``jsonrpc`` set, ``fresh_id`` when the
-    payload has no id, the per-call ``headers`` as the envelope's ``headers`` member; an id already
-    ``in_flight`` on the connection is refused (its answers could not be told apart)."""
-    frame = dict(payload)
-    frame.setdefault("jsonrpc", "2.0")
-    if frame.get("id") is None:
-        frame["id"] = fresh_id
-    if headers is not None:
-        frame["headers"] = dict(headers)
-    if frame["id"] in in_flight:
-        raise ValueError(f"request id {frame['id']!r} is already in flight")
-    return frame
+from iac_code.api import request_frame
 
 
 class NdjsonClient:

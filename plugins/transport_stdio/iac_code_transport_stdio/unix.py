@@ -1,6 +1,6 @@
 """The ``unix`` transport: NDJSON JSON-RPC sessions on a Unix domain socket (transports.md §4).
 
-Each accepted connection runs an :class:`~iac_code.protocol.ndjson.NdjsonSession`
+Each accepted connection runs an :class:`~iac_code_transport_stdio.ndjson.NdjsonSession`
 (concurrent requests, correlated by id). Unlike the anchor the socket is
 created owner-only (mode 0600), a live socket at the path is refused instead of
 being stolen, and callers authenticate with the frame's ``headers`` member.
@@ -17,7 +17,8 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iac_code.api import InterfaceInfo, NdjsonSession, StartupError, grace_seconds, reader_limit
+from iac_code.api import InterfaceInfo, StartupError
+from iac_code_transport_stdio.ndjson import NdjsonSession, grace_seconds, reader_limit
 
 if TYPE_CHECKING:
     from iac_code.api import PluginContext

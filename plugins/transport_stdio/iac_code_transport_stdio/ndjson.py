@@ -1,17 +1,17 @@
-"""The NDJSON session the stdio and Unix socket transports share.
+"""The server side of the NDJSON framing: the session both transports of this distribution (``stdio``, ``unix``) run.
 
 One JSON object per line in (UTF-8); every answer is compact JSON plus ``"\\n"``
-(:func:`iac_code.protocol.framing.dumps`). Unlike the anchor (transports.md §1.2, §3.2)
+(``dumps`` of :mod:`iac_code.api`). Unlike the anchor (transports.md §1.2, §3.2)
 requests are served concurrently: each line becomes a task, answers are
 correlated by their ``id`` and writes are serialised by a lock.
 
 * unary: one line, the response;
 * stream (``serve_frame`` returned an async iterator): one line per event, then
-  :func:`iac_code.protocol.framing.final_marker`;
+  ``final_marker``;
 * an error before a stream's first event (``serve_frame`` returned a dict for
   SendStreamingMessage/SubscribeToTask) gets ``"final": true`` so stream clients stop;
 * a frame without an ``A2A-Version`` header is a 1.0 call, as on every custom
-  transport (:func:`iac_code.protocol.framing.serve_frame`);
+  transport (``serve_frame``);
 * a line longer than ``max-request-bytes``: ``-32600`` "Request payload too large",
   the session goes on; a malformed line: the dispatcher's own error (``-32700``, or
   ``-32600`` for anything that is not a JSON-RPC request object, e.g. a ``method``
@@ -28,9 +28,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from iac_code.protocol import framing
+from iac_code.api import (
+    TOO_LARGE,
+    decode_frame,
+    dumps,
+    error_response,
+    final_marker,
+    inspect_frame,
+    log_client_error,
+    serve_frame,
+)
+
+if TYPE_CHECKING:
+    from iac_code.api import PluginContext
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +72,12 @@ class LineWriter(Protocol):
         ...
 
 
-def reader_limit(kernel: framing.FrameHost) -> int:
+def reader_limit(kernel: PluginContext) -> int:
     """The ``asyncio.StreamReader`` limit for a session: ``max-request-bytes`` + 1."""
     return int(kernel.config.max_request_bytes) + 1
 
 
-def grace_seconds(kernel: framing.FrameHost) -> float:
+def grace_seconds(kernel: PluginContext) -> float:
     """``shutdown-grace-seconds`` (10 when the kernel has no such key)."""
     try:
         return max(0.0, float(getattr(kernel.config, "shutdown_grace_seconds", DEFAULT_GRACE_SECONDS)))
@@ -76,7 +88,7 @@ def grace_seconds(kernel: framing.FrameHost) -> float:
 class NdjsonSession:
     """One NDJSON conversation: lines from ``reader``, answers to ``writer`` (see the module docstring)."""
 
-    def __init__(self, kernel: framing.FrameHost, reader: asyncio.StreamReader, writer: LineWriter, transport_name: str, *,
+    def __init__(self, kernel: PluginContext, reader: asyncio.StreamReader, writer: LineWriter, transport_name: str, *,
                  channel_headers: Mapping[str, str] | None = None) -> None:
         self.kernel = kernel
         self.reader = reader
@@ -137,8 +149,8 @@ class NdjsonSession:
                     self._spawn(exc.partial)
                 return
             except asyncio.LimitOverrunError as exc:
-                answer = framing.error_response(None, framing.TOO_LARGE)
-                framing.log_client_error(self.transport_name, answer)
+                answer = error_response(None, TOO_LARGE)
+                log_client_error(self.transport_name, answer)
                 await self._write(answer)
                 if not await self._skip_line(exc.consumed):
                     return
@@ -170,20 +182,20 @@ class NdjsonSession:
     async def _serve(self, line: bytes) -> None:
         frame: Any = None
         if len(line) <= self.kernel.config.max_request_bytes:
-            frame, ok = framing.decode_frame(line)
+            frame, ok = decode_frame(line)
             if not (ok and isinstance(frame, dict)):
                 frame = None
         await self._until_ready()
-        info = framing.inspect_frame(frame, self.kernel.dispatcher)  # its streaming methods: 1.0 and adapters'
+        info = inspect_frame(frame, self.kernel.dispatcher)  # its streaming methods: 1.0 and adapters'
         request_id = info.request_id
         try:
-            answer = await framing.serve_frame(self.kernel, frame if frame is not None else line,
+            answer = await serve_frame(self.kernel, frame if frame is not None else line,
                                                transport=self.transport_name, channel_headers=self.channel_headers)
         except asyncio.CancelledError:
             raise
         except Exception:
             logger.exception("%s session: serving a frame failed", self.transport_name)
-            answer = framing.error_response(request_id, INTERNAL_ERROR)
+            answer = error_response(request_id, INTERNAL_ERROR)
         if isinstance(answer, dict):
             if info.streaming:
                 answer = {**answer, "final": True}
@@ -208,7 +220,7 @@ class NdjsonSession:
             raise
         except Exception:
             logger.exception("%s session: a stream failed", self.transport_name)
-            await self._write({**framing.error_response(request_id, INTERNAL_ERROR), "final": True})
+            await self._write({**error_response(request_id, INTERNAL_ERROR), "final": True})
             return
         finally:
             aclose = getattr(frames, "aclose", None)
@@ -216,11 +228,11 @@ class NdjsonSession:
                 with contextlib.suppress(Exception):
                     await aclose()
         if completed:
-            await self._write(framing.final_marker(request_id))
+            await self._write(final_marker(request_id))
 
     async def _write(self, frame: Mapping[str, Any]) -> bool:
         """Write one line; ``False`` once the peer is gone."""
-        data = framing.dumps(frame) + b"\n"
+        data = dumps(frame) + b"\n"
         async with self._lock:
             if self.broken:
                 return False
