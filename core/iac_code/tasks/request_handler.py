@@ -435,6 +435,16 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             raise TaskNotFoundError
         return apply_history_length(task, params)
 
+    def peek_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        """GetTask answered at once when the store holds the task in memory with nothing on its way to disk
+        and the whole history is asked for (same result as :meth:`get_task_shared`, do not mutate it);
+        ``None`` sends the call down :meth:`get_task_shared`, which also raises its errors."""
+        peek = getattr(self.task_store, "peek_shared", None)
+        if peek is None or params.HasField("history_length") or not ID_PATTERN.fullmatch(params.id):
+            return None
+        task: Task | None = peek(params.id, context)
+        return task
+
     async def get_task_view(self, params: GetTaskRequest, context: ServerCallContext) -> dict[str, Any]:
         """GetTask answered from the store's cached JSON view (same result as ``on_get_task``)."""
         _require_id(params)

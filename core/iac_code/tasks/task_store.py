@@ -350,6 +350,15 @@ class KernelTaskStore(TaskStore):
             await self.settle((task_id,), context)  # something is still on its way to disk: maybe this task
         return entry.task
 
+    def peek_shared(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task from memory when nothing is on its way to disk, else ``None`` (then ask
+        :meth:`get_shared`); the store's own proto: do not mutate it."""
+        journal = self._journal
+        if journal is not None and journal.durable < journal.last_seq:
+            return None
+        entry = self._cached((resolve_user_scope(context), task_id))
+        return None if entry is None else entry.task
+
     # ------------------------------------------------------------------ JSON views
 
     async def get_view(self, task_id: str, context: ServerCallContext) -> dict[str, Any] | None:

@@ -71,6 +71,7 @@ SPEC_STATUS = {
 }
 STOP_GRACE_SECONDS = 1.0
 READERS = 1024  # callers whose GetTask call context is kept (see KernelGrpcHandler._reader)
+KNOWN_METADATA = 1024  # admitted GetTask call metadata remembered (see KernelGrpcHandler.GetTask)
 UNAUTHENTICATED_TEXT = "Unauthorized"
 STARTING_TEXT = "Server is starting"
 INTERNAL_TEXT = "Internal error"
@@ -194,6 +195,7 @@ class KernelGrpcHandler(GrpcHandler):
         self._kernel = kernel
         self._required = frozenset(kernel.config.required_extensions)
         self._readers: dict[Principal, ServerCallContext] = {}
+        self._known: dict[Any, ServerCallContext] = {}
 
     async def admit(self, method: str, request: Any, context: aio.ServicerContext) -> None:
         """Authenticate and check the protocol metadata; abort the call when refused."""
@@ -232,13 +234,26 @@ class KernelGrpcHandler(GrpcHandler):
         return AdmittedCall(principal, method, headers, requested, raw)
 
     async def GetTask(self, request: Any, context: aio.ServicerContext) -> Any:  # noqa: N802 (gRPC method name)
-        """GetTask straight to the request handler, without the SDK handler's per-call layers (a closure,
-        a context variable, the handler look-up): the most frequent read, where grpcio's own call
-        machinery leaves little else to save. Same errors and status mapping as the other RPCs."""
+        """GetTask straight to the request handler, without the SDK handler's per-call layers: the most
+        frequent read, where grpcio's own call machinery leaves little else to save. Same errors and status
+        mapping as the other RPCs.
+
+        Admission depends only on the call metadata and the server's settings, so metadata admitted once
+        (same credentials, version and extensions) skips it next time, and a task held in memory with
+        nothing on its way to disk is answered without a coroutine hop; anything else takes the full path.
+        """
+        metadata = context.invocation_metadata()
+        reader = None if tracing.enabled() else self._known.get(metadata)
+        if reader is not None:
+            peek = getattr(self._kernel.request_handler, "peek_task", None)
+            task = peek(request, reader) if peek is not None else None
+            if task is not None:
+                return task
         with tracing.method_span("GetTask", lambda: read_metadata(context)[0], "grpc"):
             call = await self.admission("GetTask", request, context)
+            reader = self._reader(call.principal)
             try:
-                return await self._kernel.request_handler.get_task_shared(request, self._reader(call.principal))
+                task = await self._kernel.request_handler.get_task_shared(request, reader)
             except A2AError as error:
                 await self.abort_context(error, context)
             except aio.AbortError:
@@ -246,6 +261,11 @@ class KernelGrpcHandler(GrpcHandler):
             except Exception:
                 logger.exception("Unhandled error in gRPC GetTask")
                 await self.abort_context(InternalError(message=INTERNAL_TEXT), context)
+            else:
+                if len(self._known) >= KNOWN_METADATA:
+                    self._known.clear()
+                self._known[metadata] = reader
+                return task
             raise AssertionError("not reached: abort raises")
 
     async def abort_context(self, error: A2AError, context: aio.ServicerContext) -> None:

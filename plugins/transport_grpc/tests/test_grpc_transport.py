@@ -249,6 +249,34 @@ async def test_auth_required_and_owner_scoped() -> None:
         assert [t.id for t in (await client.list_tasks(ListTasksRequest(), context=bearer)).tasks] == [task.id]
 
 
+async def test_repeated_reads_keep_owner_scope_and_see_every_change() -> None:
+    """GetTask remembers admitted call metadata (the read path's shortcut): a repeat by the same caller still
+    sees the task's latest state and honours historyLength, and no other caller gets in through it."""
+    settings = grpc_settings(token="s3cret", **{"basic-username": "ann", "basic-password": "pw"})
+    async with start_server(settings) as server, grpc.aio.insecure_channel(server.url) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        bearer = (*V1, ("authorization", "Bearer s3cret"))
+        basic = (*V1, ("authorization", "Basic " + base64.b64encode(b"ann:pw").decode()))
+        paused = (await stub.SendMessage(text_message(VPC_PROMPT, "m-vpc"), metadata=bearer)).task
+        assert paused.status.state == INPUT_REQUIRED
+        for _ in range(3):
+            read = await stub.GetTask(GetTaskRequest(id=paused.id), metadata=bearer)
+            assert read.status.state == INPUT_REQUIRED and len(read.history) == len(paused.history)
+            assert len((await stub.GetTask(GetTaskRequest(id=paused.id, history_length=1),
+                                           metadata=bearer)).history) == 1
+            for metadata in (basic, (*V1, ("authorization", "Bearer s3cret!"))):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await stub.GetTask(GetTaskRequest(id=paused.id), metadata=metadata)
+                assert refused.value.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAUTHENTICATED)
+                assert (refused.value.code() == grpc.StatusCode.NOT_FOUND) is (metadata is basic)
+        assert envelope_of(read) is not None
+        answered = (await stub.SendMessage(permission_answer_request(envelope_of(paused) or {}, "deny"),
+                                           metadata=bearer)).task
+        read = await stub.GetTask(GetTaskRequest(id=paused.id), metadata=bearer)  # the change, not the old task
+        assert envelope_of(read) is None and len(read.history) == len(answered.history) > len(paused.history)
+        assert read.status == answered.status
+
+
 async def test_api_key_from_metadata() -> None:
     async with start_server(grpc_settings(**{"api-key": "k1", "api-key-header": "X-Team-Key"})) as server, \
             sdk_client(server, streaming=False) as client:
