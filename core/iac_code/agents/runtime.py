@@ -31,6 +31,8 @@ class TurnRequest:
     history: tuple[Mapping[str, str], ...] = ()
     session: dict[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    run_mode: str = "normal"  # "pipeline": the turn runs the pipeline ``pipeline_name`` (validated by the kernel)
+    pipeline_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,17 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Progress the caller sees while the turn runs: ``metadata`` goes under ``metadata.iac_code`` of a
+    working status update and ``text``, when given, is its message. ``final``: no update of its own;
+    ``metadata`` is merged into the turn's last status instead (e.g. the question a pipeline stops on)."""
+
+    metadata: Mapping[str, Any]
+    text: str = ""
+    final: bool = False
+
+
+@dataclass(frozen=True)
 class TurnFailed:
     """The runtime failed the turn; ``message`` is safe to show the caller."""
 
@@ -128,7 +141,7 @@ class TurnFailed:
 
 RuntimeEvent = (
     TextDelta | ToolStarted | ToolInputDelta | ToolInputComplete | ToolCompleted | ToolFailed
-    | Thinking | Usage | TurnFailed | PermissionRequest
+    | Thinking | Usage | TurnFailed | PermissionRequest | Progress
 )
 
 

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
         CardSignerSpec,
         CliCommandSpec,
         HttpRouteSpec,
+        IacEngineSpec,
         PartDecoderSpec,
+        PipelineSpec,
         PluginContext,
         ProtocolAdapterSpec,
         PushQueueSpec,
@@ -176,6 +178,27 @@ def iac_code_agent_runtimes() -> list[AgentRuntimeSpec]:
     a2a-sdk ``AgentExecutor``.
 
     :return: runtime records.
+    """
+
+
+@hookspec
+def iac_code_iac_engines() -> list[IacEngineSpec]:
+    """Provide IaC engines: understand a request, write and review templates.
+
+    Called when the kernel builds the pipelines; the first engine found serves them.
+
+    :return: engine records.
+    """
+
+
+@hookspec
+def iac_code_pipelines() -> list[PipelineSpec]:
+    """Provide pipelines (``mode: pipeline``; ``pipeline-name`` or a request's ``pipeline_name``).
+
+    Called when the kernel builds its executor; a pipeline runs as an agent runtime
+    that the kernel selects per request.
+
+    :return: pipeline records, selected by name.
     """
 
 

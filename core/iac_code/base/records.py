@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from iac_code.base.cluster import StateBackend
     from iac_code.base.instrumentation import Activity, Instrumentation
     from iac_code.base.push_jobs import PushConfigRecords, PushQueue, QueueContext
+    from iac_code.agents.iac_engine import IacEngine
     from iac_code.agents.runtime import AgentRuntime
 
 
@@ -408,6 +409,46 @@ class ToolSpec:
     create: Callable[[PluginContext], Any]
     description: str = ""
     parameters: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class IacEngineSpec:
+    """An IaC engine (:class:`~iac_code.agents.iac_engine.IacEngine`): understands requests, writes and
+    reviews templates for features that need them without a runtime (the selling pipelines)."""
+
+    name: str
+    create: Callable[[PluginContext], IacEngine]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PipelineServices:
+    """What the kernel hands a pipeline it builds.
+
+    ``chat`` is the configured agent runtime (the context continues with it after the pipeline's
+    handoff); ``engine`` the installed IaC engine (``None`` when no plugin provides one);
+    ``state_dir`` where the pipeline journals its runs (``None``: persistence is off).
+    """
+
+    context: PluginContext
+    chat: AgentRuntime
+    engine: IacEngine | None
+    state_dir: Path | None
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A pipeline (``mode: pipeline``, ``pipeline-name`` or a request's ``pipeline_name``).
+
+    ``create`` returns an agent runtime that runs the pipeline's turns: the kernel calls it with
+    ``turn.run_mode == "pipeline"`` and ``turn.pipeline_name`` set to this name, keeps
+    ``turn.session`` between turns, and publishes each :class:`~iac_code.agents.runtime.Progress`
+    event (``{"pipeline": envelope}``) as a status update.
+    """
+
+    name: str
+    create: Callable[[PipelineServices], AgentRuntime]
+    description: str = ""
 
 
 # --------------------------------------------------------------------------- extra HTTP routes
