@@ -1,0 +1,186 @@
+"""The pipeline event envelope (§2.4) and the per-context journal every event is written to before it is published.
+
+One journal per context: JSON lines under ``<state_dir>/pipeline/<key>.jsonl``, owner-only, each line appended
+and fsynced before the event is yielded; in memory only when the server persists nothing. ``sequence`` is per
+context, strictly increasing and gapless across turns and restarts (the last one is read back from the file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from iac_code.api import fsync_dir, private_dir
+
+SCHEMA_VERSION = "1.0"
+EXTENSION_URI = "urn:iac-code:a2a:pipeline-events:v1"
+SCOPES = ("pipeline", "step", "candidate", "candidate_step", "stack", "interrupt")
+STATUSES = ("working", "input_required", "completed", "failed", "canceled")
+
+
+def camel(key: str) -> str:
+    """``step_id`` → ``stepId`` (keys already camel-cased stay as they are)."""
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _error_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {("errorId" if k == "error_id" else k): _error_ids(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_error_ids(v) for v in value]
+    return value
+
+
+def camel_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The §2.4 rule for ``data``: top-level keys camel-cased, ``error_id`` → ``errorId`` at any depth."""
+    return {camel(k): _error_ids(v) for k, v in data.items()}
+
+
+def now_iso() -> str:
+    """Now, ISO-8601 UTC with milliseconds and a ``Z``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_event_id() -> str:
+    """``evt-<32 hex>``."""
+    return f"evt-{uuid.uuid4().hex}"
+
+
+class Journal:
+    """One context's events: appended durably (when ``path`` is set) and kept in memory for the state endpoint."""
+
+    def __init__(self, context_id: str, path: Path | None) -> None:
+        self.context_id = context_id
+        self.path = path
+        self.events: list[dict[str, Any]] = []
+        self.lock = asyncio.Lock()
+        if path is not None and path.exists():
+            self.events = self._read(path)
+
+    @staticmethod
+    def _read(path: Path) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        valid = 0
+        with path.open("rb") as handle:
+            data = handle.read()
+        offset = 0
+        for line in data.split(b"\n"):
+            end = offset + len(line) + 1
+            if line.strip():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    break  # a torn last line (kill -9 mid-append): everything before it stands
+                if not isinstance(event, dict) or not isinstance(event.get("sequence"), int):
+                    break
+                events.append(event)
+                valid = min(end, len(data))
+            offset = end
+        if valid < len(data):  # drop the torn tail so the next append starts on a fresh line
+            with contextlib.suppress(OSError), path.open("r+b") as handle:
+                handle.truncate(valid)
+        return events
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last journaled event (0 before the first)."""
+        return self.events[-1]["sequence"] if self.events else 0
+
+    def append(self, event: dict[str, Any]) -> None:
+        """Write ``event`` durably (one fsynced JSON line), then remember it. Runs in a worker thread."""
+        if self.path is not None:
+            line = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+            created = not self.path.exists()
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                fsync_dir(self.path.parent)
+        self.events.append(event)
+
+    def after(self, sequence: int) -> list[dict[str, Any]]:
+        """The events with a sequence greater than ``sequence``."""
+        return [e for e in self.events if e["sequence"] > sequence]
+
+
+class JournalStore:
+    """Every context's journal, under ``<state_dir>/pipeline`` (memory only when ``state_dir`` is ``None``)."""
+
+    def __init__(self, state_dir: Path | None) -> None:
+        self.directory = private_dir(state_dir / "pipeline") if state_dir is not None else None
+        self._journals: dict[str, Journal] = {}
+        self._task_contexts: dict[str, str] = {}
+
+    def _path(self, context_id: str) -> Path | None:
+        if self.directory is None:
+            return None
+        return self.directory / (hashlib.sha256(context_id.encode("utf-8")).hexdigest()[:40] + ".jsonl")
+
+    def journal(self, context_id: str) -> Journal:
+        """The context's journal, read back from disk on first use."""
+        journal = self._journals.get(context_id)
+        if journal is None:
+            journal = self._journals[context_id] = Journal(context_id, self._path(context_id))
+            for event in journal.events:
+                self._task_contexts[event.get("taskId", "")] = context_id
+        return journal
+
+    def existing(self, context_id: str) -> Journal | None:
+        """The context's journal when it has any event, else ``None``."""
+        if context_id not in self._journals:
+            path = self._path(context_id)
+            if path is None or not path.exists():
+                return None
+        journal = self.journal(context_id)
+        return journal if journal.events else None
+
+    def context_of_task(self, task_id: str) -> str | None:
+        """The context whose journal holds events of ``task_id`` (known ones only)."""
+        return self._task_contexts.get(task_id)
+
+    async def publish(self, context_id: str, build: Callable[[int], dict[str, Any]],
+                      on_event: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Number, journal, hand on and return one event, all under the journal's lock (so ``on_event`` sees the
+        events in sequence order): ``build(sequence)`` makes the envelope, ``on_event`` publishes it."""
+        journal = self.journal(context_id)
+        async with journal.lock:
+            event = build(journal.last_sequence + 1)
+            await asyncio.to_thread(journal.append, event)
+            self._task_contexts[event["taskId"]] = context_id
+            on_event(event)
+            return event
+
+
+def envelope(sequence: int, *, event_type: str, scope: str, status: str | None, data: Mapping[str, Any],
+             run_id: str, task_id: str, context_id: str, pipeline_name: str,
+             extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One §2.4 envelope; ``extra`` adds ``step``, ``candidate``, ``candidateStep``, ``input``, ``artifact``."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
+    event: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION, "extensionUri": EXTENSION_URI, "eventId": new_event_id(),
+        "sequence": sequence, "createdAt": now_iso(), "eventType": event_type, "scope": scope,
+        "pipelineRunId": run_id, "taskId": task_id, "contextId": context_id, "pipelineName": pipeline_name,
+    }
+    if status is not None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        event["status"] = status
+    event["data"] = camel_data(data)
+    if extra:
+        event.update(extra)
+    return event

@@ -1,0 +1,62 @@
+"""The entry point: the ``selling`` pipeline (``iac_code_pipelines``) and its state endpoint (``iac_code_http_routes``).
+
+The pipeline and the route share the journals of one server: the pipeline registers its store under the kernel
+object it was built for, and the route looks it up when a request comes.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
+from iac_code_pipeline_selling.journal import JournalStore
+from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
+from iac_code_pipeline_selling.state_route import state_handler
+
+IAC_CODE_API_VERSION = "1.0"
+STATE_PATH = "/iac-code/pipeline/state"
+
+_stores: dict[int, tuple[weakref.ReferenceType[Any] | None, JournalStore]] = {}
+
+
+def store_for(kernel: Any) -> JournalStore | None:
+    """The journals of the pipeline built for ``kernel`` (``None`` before one was built)."""
+    entry = _stores.get(id(kernel))
+    if entry is None:
+        return None
+    ref, store = entry
+    if ref is not None and ref() is not kernel:
+        return None
+    return store
+
+
+def _register(kernel: Any, store: JournalStore) -> None:
+    try:
+        ref: weakref.ReferenceType[Any] | None = weakref.ref(kernel, lambda _: _stores.pop(id(kernel), None))
+    except TypeError:
+        ref = None
+    _stores[id(kernel)] = (ref, store)
+
+
+def create_selling(services: PipelineServices) -> SellingPipeline:
+    """Build the ``selling`` pipeline for one server (its journals under ``state_dir/pipeline``)."""
+    store = store_for(services.context)
+    if store is None:
+        store = JournalStore(services.state_dir)
+        _register(services.context, store)
+    return SellingPipeline(services, store)
+
+
+@hookimpl
+def iac_code_pipelines() -> list[PipelineSpec]:
+    return [PipelineSpec(name=PIPELINE_NAME, create=create_selling,
+                         description="Requirement → candidate architectures (template, cost) → choice → deploy → chat.")]
+
+
+@hookimpl
+def iac_code_http_routes(kernel: Any) -> list[HttpRouteSpec]:
+    return [HttpRouteSpec("GET", STATE_PATH, state_handler(kernel, lambda: store_for(kernel)), name="pipeline-state")]
+
+
+__all__ = ["IAC_CODE_API_VERSION", "iac_code_http_routes", "iac_code_pipelines", "store_for"]
