@@ -290,7 +290,8 @@ class SellingPipeline:
             await self._finish(run, "early_exit", text(run.language, "early_exit"))
             run.delegate = True
             return False
-        vague = understanding.confidence == "low" or understanding.category not in DEPLOYMENT_CATEGORIES
+        vague = (understanding.confidence == "low" or understanding.category not in DEPLOYMENT_CATEGORIES
+                 or not understanding.resources)
         if not clarified and (understanding.other_cloud or vague):
             await self._ask_clarification(run, understanding)
             return False

@@ -421,3 +421,37 @@ async def test_state_body_replays_the_journal(driver: Driver) -> None:
     assert state_body(journal, {"afterSequence": "-1"})[0] == 400
     assert state_body(journal, {"afterSequence": "1" * 21})[0] == 400
     assert "snapshot" in state_body(journal, {"includeSnapshot": "nope"})[1]
+
+
+# --------------------------------------------------------------------------- with the offline engine
+
+def offline_engine() -> Any:
+    """The offline runtime plugin's engine, found through its entry point like the kernel finds it."""
+    from importlib.metadata import entry_points
+
+    plugin = next(e for e in entry_points(group="iac_code") if e.name == "runtime-offline").load()
+    return plugin.iac_code_iac_engines()[0].create(None)
+
+
+@pytest.mark.parametrize("prompt", ["Deploy a web shop with a MySQL database in cn-hangzhou", "部署一个带数据库的网站"])
+async def test_full_run_on_the_offline_engine(tmp_path: Path, prompt: str) -> None:
+    driver = Driver(make_pipeline(tmp_path, engine=offline_engine()))
+    first = await driver.turn(prompt, metadata={"candidatePresentation": "rich-v1"})
+    evs = pipeline_events(first)
+    check_envelopes(evs)
+    options = evs[-1]["data"]["options"]
+    assert [set(o) for o in options] == [RICH_KEYS] * 3
+    assert "candidate_failed" not in types(first)
+    ha = options[1]
+    assert any("Database" == i["name"] for i in ha["cost_items"]) and "SLB" in ha["architecture_diagram"]
+    second = pipeline_events(await driver.turn("方案 2"))
+    check_envelopes(evs + second)
+    assert second[-1]["eventType"] == "pipeline_handoff_ready" and second[-1]["data"]["outcome"] == "completed"
+
+
+async def test_vague_request_on_the_offline_engine_asks(tmp_path: Path) -> None:
+    driver = Driver(make_pipeline(tmp_path, engine=offline_engine()))
+    evs = pipeline_events(await driver.turn("deploy my app"))
+    assert evs[-1]["data"]["kind"] == "ask_user_question"
+    evs = pipeline_events(await driver.turn("1"))
+    assert evs[0]["data"]["selectedId"] == "web_app" and evs[-1]["data"]["kind"] == "candidate_selection"
