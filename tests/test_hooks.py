@@ -28,8 +28,10 @@ from iac_code.base.records import (
     CliCommandSpec,
     DecodedPart,
     HttpRouteSpec,
+    IacEngineSpec,
     InterfaceInfo,
     PartDecoderSpec,
+    PipelineSpec,
     ProtocolAdapterSpec,
     PushContext,
     PushQueueSpec,
@@ -169,6 +171,14 @@ class EveryHookPlugin:
         return [AgentRuntimeSpec(name="test-runtime", create_runtime=lambda kernel: object())]  # type: ignore[arg-type,return-value]
 
     @hookimpl
+    def iac_code_iac_engines(self) -> list[IacEngineSpec]:
+        return [IacEngineSpec(name="test-engine", create=lambda kernel: object())]  # type: ignore[arg-type,return-value]
+
+    @hookimpl
+    def iac_code_pipelines(self) -> list[PipelineSpec]:
+        return [PipelineSpec(name="test_pipeline", create=lambda services: object())]  # type: ignore[arg-type,return-value]
+
+    @hookimpl
     def iac_code_tools(self) -> list[ToolSpec]:
         return [ToolSpec(name="test-tool", create=lambda kernel: object())]
 
@@ -221,6 +231,8 @@ def test_every_hook_is_collected() -> None:
     assert "test-router" in plugins.routers()
     assert "test-runtime" in plugins.agent_runtimes() and "offline" in plugins.agent_runtimes()
     assert "test-tool" in plugins.tools()
+    assert plugins.iac_engines()["test-engine"].plugin == "every-hook"
+    assert plugins.pipelines()["test-pipeline"].record.name == "test_pipeline"  # keyed like every component name
     assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
     assert [p.record.name for p in plugins.protocol_adapters() if p.plugin == "every-hook"] == ["test-adapter"]

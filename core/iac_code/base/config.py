@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
@@ -33,6 +33,10 @@ AUTH_ENV = {
     "api_key": "IACCODE_A2A_API_KEY",
     "api_key_header": "IACCODE_A2A_API_KEY_HEADER",
 }
+RUN_MODES = ("normal", "pipeline")
+MODE_ENV = "IAC_CODE_MODE"  # "pipeline" (trimmed, any case) selects pipeline mode; anything else is normal
+PIPELINE_NAME_ENV = "IAC_CODE_PIPELINE_NAME"
+DEFAULT_PIPELINE = "selling"
 
 
 def default_config_dir() -> Path:
@@ -145,6 +149,12 @@ class ServerConfig(BaseModel):
     agent_runtime: str = Field("offline", description="Agent runtime plugin name.")
     agent_executor: str = Field("", description="An a2a-sdk AgentExecutor as 'package.module:attr'; overrides agent-runtime.")
     agent_card: AgentCardConfig = Field(default_factory=AgentCardConfig, description="Agent Card overrides.")
+    mode: Literal["normal", "pipeline"] = Field(
+        "normal", description="normal (chat turns) or pipeline (the step-by-step selling pipeline) for requests "
+        "that do not choose (metadata.iac_code.run_mode); falls back to IAC_CODE_MODE.")
+    pipeline_name: str = Field(
+        DEFAULT_PIPELINE, description="The pipeline pipeline mode runs unless a request or its session names one; "
+        "falls back to IAC_CODE_PIPELINE_NAME.")
 
     disabled_plugins: list[str] = Field(default_factory=list, description="Plugin names not to load.")
     max_request_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body.")
@@ -398,6 +408,10 @@ def load_config(
     for key, var in AUTH_ENV.items():
         if not data.get(key) and env.get(var):
             data[key] = env[var]
+    if "mode" not in data and env.get(MODE_ENV) is not None:
+        data["mode"] = "pipeline" if env[MODE_ENV].strip().lower() == "pipeline" else "normal"
+    if not data.get("pipeline_name") and (env.get(PIPELINE_NAME_ENV) or "").strip():
+        data["pipeline_name"] = env[PIPELINE_NAME_ENV].strip()
     try:
         config = model.model_validate(data)
     except ValidationError as exc:

@@ -36,6 +36,11 @@ from iac_code.base.records import CardDocument, InterfaceInfo
 
 ARTIFACT_METADATA_EXTENSION = "urn:iac-code:a2a:artifact-metadata:v1"
 THINKING_EXPOSURE_EXTENSION = "urn:iac-code:a2a:thinking-exposure:v1"
+PIPELINE_EVENTS_EXTENSION = "urn:iac-code:a2a:pipeline-events:v1"
+PIPELINE_STATE_ENDPOINT = "/iac-code/pipeline/state"
+MAX_BATCH_EVENTS = 1024
+MAX_BATCH_BYTES = 1024 * 1024
+MAX_BATCH_DELAY_MS = 20
 
 DESCRIPTION = "AI-powered Infrastructure as Code assistant for Alibaba Cloud ROS and Terraform workflows."
 UNAUTHENTICATED_NOTE = " Unauthenticated A2A server mode is intended for trusted local environments."
@@ -100,9 +105,25 @@ def _thinking_extension(config: ServerConfig) -> list[AgentExtension]:
     return [extension]
 
 
+def _pipeline_extension(config: ServerConfig) -> AgentExtension:
+    """The pipeline-events extension: pipeline events under ``metadata.iac_code.pipeline``, batched, replayable
+    from the state endpoint; ``enabled``/``mode`` say the server's default mode (a request may choose its own)."""
+    extension = AgentExtension(uri=PIPELINE_EVENTS_EXTENSION, required=False,
+                               description="iac-code pipeline events (metadata.iac_code.pipeline).")
+    extension.params.update({
+        "schemaVersion": "1.0", "enabled": config.mode == "pipeline", "mode": config.mode,
+        "supportsEventBatching": True, "eventBatchMetadataPath": "metadata.iac_code.pipelineBatch.events",
+        "maxBatchEvents": MAX_BATCH_EVENTS, "maxBatchBytes": MAX_BATCH_BYTES, "maxBatchDelayMs": MAX_BATCH_DELAY_MS,
+        "supportsSnapshot": True, "supportsReplay": True, "supportsInterrupts": True,
+        "supportsParallelCandidates": True, "stateEndpoint": PIPELINE_STATE_ENDPOINT,
+    })
+    return extension
+
+
 def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
-                     push_notifications: bool = False) -> AgentCard:
-    """Build the public Agent Card for this configuration (``push_notifications``: the push service is on)."""
+                     push_notifications: bool = False, pipelines: bool = False) -> AgentCard:
+    """Build the public Agent Card for this configuration (``push_notifications``: the push service is on;
+    ``pipelines``: a pipeline plugin is installed)."""
     overrides = config.agent_card
     modes = overrides.default_input_modes or input_modes()
     description = overrides.description or (DESCRIPTION + ("" if config.auth_enabled else UNAUTHENTICATED_NOTE))
@@ -133,6 +154,7 @@ def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
                     AgentExtension(uri=uri, description="Required by this server.", required=True)
                     for uri in config.required_extensions
                 ),
+                *([_pipeline_extension(config)] if pipelines else []),
             ],
         ),
         default_input_modes=modes,
@@ -179,15 +201,18 @@ class CardService:
     """
 
     def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None, *,
-                 push_notifications: bool = False, documents: Sequence[CardDocumentHook] = ()) -> None:
+                 push_notifications: bool = False, documents: Sequence[CardDocumentHook] = (),
+                 pipelines: bool = False) -> None:
         self._config = config
+        self._pipelines = pipelines
         self._documents = tuple(documents)
         self._push_notifications = push_notifications
         self._started = formatdate(usegmt=True)
         self._interfaces = list(interfaces or [])
         self._signer: CardSigner | None = None
         self._signed_kid = ""
-        self.card = build_agent_card(config, self._interfaces, push_notifications=push_notifications)
+        self.card = build_agent_card(config, self._interfaces, push_notifications=push_notifications,
+                                     pipelines=pipelines)
         self.extended = build_extended_card(self.card, config)
         self.document = self._render()
 
@@ -210,7 +235,8 @@ class CardService:
         return True
 
     def _rebuild(self) -> None:
-        fresh = build_agent_card(self._config, self._interfaces, push_notifications=self._push_notifications)
+        fresh = build_agent_card(self._config, self._interfaces, push_notifications=self._push_notifications,
+                                 pipelines=self._pipelines)
         extended = build_extended_card(fresh, self._config)
         if self._signer is not None and self._interfaces:  # nothing is served before the transports bind
             current = getattr(self._signer, "current_kid", None)

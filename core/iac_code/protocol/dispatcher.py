@@ -75,6 +75,7 @@ from a2a.utils.errors import (
     A2AError,
     ContentTypeNotSupportedError,
     ExtensionSupportRequiredError,
+    InvalidParamsError,
     TaskNotFoundError,
     VersionNotSupportedError,
 )
@@ -146,6 +147,10 @@ class CallInfo:
 
 
 def _error(request_id: Any, error: A2AError | JSONRPCError) -> Response:
+    if isinstance(error, InvalidParamsError) and isinstance(error.data, dict) and error.data:
+        # An invalid-params error with its own details (e.g. which pipeline a session runs) keeps them as
+        # its ``data``, as the product's clients read it, instead of a2a-sdk's ErrorInfo list.
+        return build_error_response(request_id, JsonRpcInvalidParams(message=str(error), data=dict(error.data)))
     return build_error_response(request_id, error)
 
 

@@ -30,10 +30,14 @@ from iac_code.tasks.executor import RuntimeExecutor
 from iac_code.tasks.inputs import InputDecoder
 from iac_code.base.instrumentation import Activity
 from iac_code.tasks.permissions import AuditLog, PermissionBroker, PermissionPolicy
+from iac_code.agents.runtime import AgentRuntime
+from iac_code.tasks.run_modes import ModeRouter
 from iac_code.server.plugins import KNOWN_RUNTIMES, KNOWN_TASK_STORES, Plugins, not_available
 from iac_code.base.records import (
     CardDocument,
     HttpRouteSpec,
+    PipelineServices,
+    PipelineSpec,
     InterfaceInfo,
     ProtocolAdapterSpec,
     PushContext,
@@ -109,8 +113,12 @@ class Kernel:
         # Other protocol versions (A2A 0.3) over the 1.0 call core: their method names, routes, card document.
         self.protocol_adapters: tuple[ProtocolAdapterSpec, ...] = tuple(
             p.record for p in plugins.protocol_adapters(reserved=METHOD_PARAMS))
+        # Pipelines (iac_code_pipelines) by their own names, as requests spell them (selling_solution_first).
+        self.pipeline_specs: dict[str, PipelineSpec] = {p.record.name.strip(): p.record
+                                                        for p in plugins.pipelines().values()}
         self.cards = CardService(config, push_notifications=self.push is not None and self.push.enabled,
-                                 documents=[a.card_document for a in self.protocol_adapters if a.card_document])
+                                 documents=[a.card_document for a in self.protocol_adapters if a.card_document],
+                                 pipelines=bool(self.pipeline_specs))
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
             self.state_dir, self.writer, cache_size=config.task_cache_size,
@@ -223,7 +231,9 @@ class Kernel:
             task_store=self.task_store,
             agent_card=self.cards.card,
             extended_agent_card=self.cards.extended,
-            request_context_builder=DecodingContextBuilder(self._decoder) if self._decoder is not None else None,
+            request_context_builder=DecodingContextBuilder(
+                self._decoder, default_mode=self.config.mode, pipelines=self.pipeline_specs.keys(),
+            ) if self._decoder is not None else None,
             turn_ends_in_input_required=isinstance(self.executor, RuntimeExecutor),
             contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
             permissions=self.permissions if isinstance(self.executor, RuntimeExecutor) else None,
@@ -249,7 +259,7 @@ class Kernel:
                 raise StartupError(f"Agent runtime {name!r} did not return an a2a-sdk AgentExecutor")
             return executor, None
         assert spec.create_runtime is not None
-        runtime = spec.create_runtime(self)
+        runtime = self._with_pipelines(spec.create_runtime(self))
         rules = self.config.permission_rules
         executor = RuntimeExecutor(
             runtime, self.contexts, self.artifacts,
@@ -258,6 +268,25 @@ class Kernel:
             exposure=self.config.thinking_types, permission_timeout=self.config.permission_timeout or None,
             inline_bytes=self.config.artifact_inline_bytes)
         return executor, InputDecoder(self.plugins.part_decoders())
+
+    def _with_pipelines(self, chat: AgentRuntime) -> AgentRuntime:
+        """``chat``, or a :class:`ModeRouter` that runs a turn on it or on a pipeline when pipelines are installed."""
+        default = self.config.pipeline_name.strip()
+        if not self.pipeline_specs:
+            if self.config.mode == "pipeline":
+                raise StartupError("mode: pipeline needs a pipeline plugin; none is installed. "
+                                   "Install it with: pip install 'iac-code[a2a]'")
+            return chat
+        explicit = "pipeline_name" in (self.config._explicit_keys or ()) or self.config.mode == "pipeline"
+        if default not in self.pipeline_specs and not explicit:
+            default = sorted(self.pipeline_specs)[0]  # nobody asked for the default one: any installed pipeline
+        if default not in self.pipeline_specs:
+            raise StartupError(f"pipeline-name {default!r} is not an installed pipeline; installed: "
+                               f"{', '.join(sorted(self.pipeline_specs))}.")
+        engines = self.plugins.iac_engines()
+        engine = next(iter(engines.values())).record.create(self) if engines else None
+        services = PipelineServices(context=self, chat=chat, engine=engine, state_dir=self.state_dir)
+        return ModeRouter(chat, {name: spec.create(services) for name, spec in self.pipeline_specs.items()}, default)
 
     async def start(self) -> list[InterfaceInfo]:
         """Start the instrumentation, bind every transport, then restore state and start push; the interfaces.

@@ -32,7 +32,9 @@ from iac_code.base.records import (
     CardSignerSpec,
     CliCommandSpec,
     HttpRouteSpec,
+    IacEngineSpec,
     PartDecoderSpec,
+    PipelineSpec,
     ProtocolAdapterSpec,
     Provided,
     PushQueueSpec,
@@ -365,6 +367,12 @@ class Plugins:
 
     def tools(self) -> dict[str, Provided[ToolSpec]]:
         return self._by_name("iac_code_tools", ToolSpec, "Tool", lambda t: (t.name,))
+
+    def pipelines(self) -> dict[str, Provided[PipelineSpec]]:
+        return self._by_name("iac_code_pipelines", PipelineSpec, "Pipeline", lambda p: (p.name,))
+
+    def iac_engines(self) -> dict[str, Provided[IacEngineSpec]]:
+        return self._by_name("iac_code_iac_engines", IacEngineSpec, "IaC engine", lambda e: (e.name,))
 
     def agent_runtimes(self) -> dict[str, Provided[AgentRuntimeSpec]]:
         return self._by_name("iac_code_agent_runtimes", AgentRuntimeSpec, "Agent runtime", lambda r: (r.name,))

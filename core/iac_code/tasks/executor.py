@@ -41,6 +41,7 @@ from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
     PermissionRequest,
+    Progress,
     TextDelta,
     Thinking,
     ToolCompleted,
@@ -117,7 +118,7 @@ class RuntimeExecutor(AgentExecutor):
                 context_id=context_id, task_id=task_id, prompt=turn_input.decoded.prompt, cwd=turn_input.cwd,
                 language=turn_input.language or "en", channel=channel_fallback(reserved.channel),
                 manifest=turn_input.decoded.manifest, history=tuple(reserved.history), session=reserved.session,
-                metadata=turn_input.metadata)
+                metadata=turn_input.metadata, run_mode=turn_input.run_mode, pipeline_name=turn_input.pipeline_name)
             answer = await self._run(turn, updater, context.call_context)
             if answer is not None:
                 reserved.history.append({"role": "user", "text": turn.prompt})
@@ -143,9 +144,17 @@ class RuntimeExecutor(AgentExecutor):
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = []
         usage: Usage | None = None
+        final: dict[str, Any] = {}  # Progress(final=True): merged into the turn's last status
         working = TaskState.TASK_STATE_WORKING
         async for event in self._runtime.run_turn(turn):
-            if isinstance(event, TextDelta):
+            if isinstance(event, Progress):
+                if event.final:
+                    final.update(event.metadata)
+                else:
+                    await updater.update_status(
+                        working, agent_message(task_id, context_id, "message", event.text) if event.text else None,
+                        metadata={"iac_code": dict(event.metadata)})
+            elif isinstance(event, TextDelta):
                 if event.text:
                     chunks.append(event.text)
                     await updater.update_status(working, agent_message(task_id, context_id, "message", event.text))
@@ -171,7 +180,7 @@ class RuntimeExecutor(AgentExecutor):
                     metadata={"iac_code": {"error": {"retryable": event.retryable}}})
                 return None
         answer = "".join(chunks)
-        metadata: dict[str, Any] = {"assistantFinal": {"complete": True}}
+        metadata: dict[str, Any] = {**final, "assistantFinal": {"complete": True}}
         if usage is not None:
             metadata["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
                                  "totalTokens": usage.input_tokens + usage.output_tokens}

@@ -6,7 +6,7 @@ a JSON-RPC invalid-params error and no task is left behind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,36 @@ class TurnInput:
     error: str | None = None
     error_detail: str | None = None
     error_info: Mapping[str, str] = field(default_factory=dict)
+    run_mode: str = "normal"
+    pipeline_name: str = ""  # the pipeline the request names ("": its session's, else the server's)
+
+
+UNSUPPORTED_RUN_MODE = "Unsupported run mode."
+UNSUPPORTED_PIPELINE = "Unsupported pipeline name."
+SWITCHED_PIPELINE = "This session already runs pipeline {durable}; it cannot switch to {requested}."
+
+
+def read_run_mode(metadata: Mapping[str, Any], default_mode: str, pipelines: Collection[str]) -> tuple[str, str]:
+    """The request's run mode and the pipeline it names: ``run_mode`` (or ``runMode``; ``run_mode`` wins)
+    else ``default_mode``; ``pipeline_name`` only in pipeline mode, ``""`` when it names none.
+
+    Raises ``ValueError`` with the protocol's text for a mode or pipeline name this server does not run.
+    """
+    raw = metadata.get("run_mode") if "run_mode" in metadata else metadata.get("runMode")
+    if raw is None and "run_mode" not in metadata and "runMode" not in metadata:
+        mode = default_mode
+    elif isinstance(raw, str) and raw.strip().lower() in ("normal", "pipeline"):
+        mode = raw.strip().lower()
+    else:
+        raise ValueError(UNSUPPORTED_RUN_MODE)
+    if mode != "pipeline":
+        return mode, ""
+    name = metadata.get("pipeline_name")
+    if name is None or (isinstance(name, str) and not name.strip()):
+        return mode, ""
+    if not isinstance(name, str) or name.strip() not in pipelines:
+        raise ValueError(UNSUPPORTED_PIPELINE)
+    return mode, name.strip()
 
 
 # Per-turn secrets a client may put in ``metadata.iac_code``: the runtime gets them, the task never stores them.

@@ -28,7 +28,7 @@ import base64
 import contextvars
 import logging
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import Any
 
@@ -65,11 +65,13 @@ from iac_code.tasks.contexts import ContextRegistry
 from iac_code.protocol.dispatcher import RAW_PARAMS_KEY
 from iac_code.tasks.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
 from iac_code.tasks.inputs import (
+    SWITCHED_PIPELINE,
     InputDecoder,
     TurnInput,
     iac_code_metadata,
     normalise_channel,
     normalise_language,
+    read_run_mode,
     strip_turn_secrets,
 )
 from iac_code.base.jsonio import message_to_json
@@ -86,6 +88,7 @@ from iac_code.tasks.permissions import (
     validate_answer,
 )
 from iac_code.tasks.remote_turns import RemoteTurns
+from iac_code.tasks.run_modes import durable_pipeline
 from iac_code.tasks.task_events import replayed, resume_after, stamped_copy, version_number
 from iac_code.tasks.turns import (
     ALREADY_WORKING,
@@ -148,9 +151,12 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
     workspace is recorded so the turn fails with a clear, path-free message.
     """
 
-    def __init__(self, decoder: InputDecoder) -> None:
+    def __init__(self, decoder: InputDecoder, *, default_mode: str = "normal",
+                 pipelines: Collection[str] = ()) -> None:
         super().__init__(should_populate_referred_tasks=False, task_store=None)
         self._decoder = decoder
+        self._default_mode = default_mode
+        self._pipelines = frozenset(pipelines)
 
     async def build(self, context: ServerCallContext, params: SendMessageRequest | None = None,
                     task_id: str | None = None, context_id: str | None = None,
@@ -167,14 +173,19 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         language = normalise_language(metadata.get("preferredLanguage", metadata.get("preferred_language")))
         channel = normalise_channel(metadata.get("channel"))
         try:
+            run_mode, pipeline = read_run_mode(metadata, self._default_mode, self._pipelines)
+        except ValueError as exc:
+            raise InvalidParamsError(message=str(exc)) from None
+        try:
             cwd = resolve_workspace(metadata.get("cwd"))
         except WorkspaceError as exc:
             return TurnInput(metadata=metadata, language=language, channel=channel, error=str(exc),
-                             error_detail=exc.explanation,
+                             error_detail=exc.explanation, run_mode=run_mode, pipeline_name=pipeline,
                              error_info={"code": "invalid_workspace", "reason": exc.reason})
         raw_parts = raw_message.get("parts") if raw_message is not None else None
         decoded = self._decoder.decode(message, cwd, raw_parts if isinstance(raw_parts, list) else None)
-        return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel)
+        return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel,
+                         run_mode=run_mode, pipeline_name=pipeline)
 
 
 class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
@@ -256,11 +267,26 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                 if exc.message == ALREADY_WORKING:
                     await self._explain_busy_context(params, context)
                 raise
+            await self._keep_session_pipeline(turn_input, context)
         config = params.configuration
         if self._push_config_store and config.HasField("task_push_notification_config"):
             await self._reject_unsafe_push_url(config.task_push_notification_config.url)
             await self._push_config_store.set_info(request.task_id, config.task_push_notification_config, context)
         return request, existing
+
+    async def _keep_session_pipeline(self, turn_input: TurnInput, context: ServerCallContext) -> None:
+        """A session fixed to one pipeline refuses a request naming another (the reservation is released)."""
+        reserved = context.state.get(CONTEXT_STATE_KEY)
+        if reserved is None or turn_input.run_mode != "pipeline" or not turn_input.pipeline_name:
+            return
+        durable = durable_pipeline(reserved.session)
+        if durable and durable != turn_input.pipeline_name:
+            context.state.pop(CONTEXT_STATE_KEY, None)
+            if self._contexts is not None:
+                await self._contexts.release(reserved)
+            raise InvalidParamsError(
+                message=SWITCHED_PIPELINE.format(durable=durable, requested=turn_input.pipeline_name),
+                data={"durablePipelineName": durable, "requestedPipelineName": turn_input.pipeline_name})
 
     async def _start(self, request: RequestContext, context: ServerCallContext, existing: Task | None,
                      **options: Any) -> Turn:

@@ -41,11 +41,9 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def engine(kernel: Any) -> IacEngine:
-    # Plugins has no public collector for this hook yet; this is the kernel's own typed collection.
-    specs = [p.record for p in kernel.plugins._collect("iac_code_iac_engines", IacEngineSpec)]
-    offline = [spec for spec in specs if spec.name == "offline"]
-    assert len(offline) == 1 and offline[0].description
-    return offline[0].create(kernel)
+    offline = kernel.plugins.iac_engines()["offline"].record
+    assert isinstance(offline, IacEngineSpec) and offline.description
+    return offline.create(kernel)
 
 
 def _counts(resources: Any) -> dict[str, int]:
