@@ -60,6 +60,8 @@ class PipelinePlugin:
 
 
 PLUGINS = {"test-pipelines": PipelinePlugin()}
+# The installed selling pipeline (iac-code-pipeline-selling) is blocked: the stand-in takes its name.
+BLOCK = {"disabled-plugins": ["pipeline-selling"]}
 
 
 async def rpc(url: str, text: str, **message: Any) -> dict[str, Any]:
@@ -83,12 +85,12 @@ async def fetch_card(url: str) -> dict[str, Any]:
 
 
 async def test_the_card_says_the_servers_mode() -> None:
-    async with start_server(extra_plugins=PLUGINS) as server:
+    async with start_server(BLOCK, extra_plugins=PLUGINS) as server:
         params = extension(await fetch_card(server.url))
         assert params is not None and params["enabled"] is False and params["mode"] == "normal"
         assert params["maxBatchEvents"] == 1024 and params["maxBatchBytes"] == 1048576
         assert params["stateEndpoint"] == "/iac-code/pipeline/state"
-    async with start_server({"mode": "pipeline"}, extra_plugins=PLUGINS) as server:
+    async with start_server({**BLOCK, "mode": "pipeline"}, extra_plugins=PLUGINS) as server:
         params = extension(await fetch_card(server.url))
         assert params is not None and params["enabled"] is True and params["mode"] == "pipeline"
 
@@ -104,7 +106,7 @@ async def test_the_card_says_the_servers_mode() -> None:
     ({"run_mode": "pipeline", "pipeline_name": "  "}, None),  # empty: no override
 ])
 async def test_a_request_chooses_its_mode(metadata: dict[str, Any], message: str | None) -> None:
-    async with start_server(extra_plugins=PLUGINS) as server:
+    async with start_server(BLOCK, extra_plugins=PLUGINS) as server:
         reply = await rpc(server.url, "hello", metadata={"iac_code": metadata})
         if message is None:
             assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", reply
@@ -127,7 +129,7 @@ def _final_text(task: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_pipeline_progress_reaches_a2a_sdk_clients_and_the_session_keeps_its_pipeline() -> None:
-    async with start_server({"mode": "pipeline"}, extra_plugins=PLUGINS) as server:
+    async with start_server({**BLOCK, "mode": "pipeline"}, extra_plugins=PLUGINS) as server:
         card = await fetch_card(server.url)
         client = ClientFactory(ClientConfig(streaming=True)).create(
             ParseDict(card, AgentCard(), ignore_unknown_fields=True))
@@ -168,7 +170,7 @@ async def test_pipeline_progress_reaches_a2a_sdk_clients_and_the_session_keeps_i
 
 
 async def test_normal_mode_by_default_and_per_request_pipeline() -> None:
-    async with start_server(extra_plugins=PLUGINS) as server:
+    async with start_server(BLOCK, extra_plugins=PLUGINS) as server:
         chat = await rpc(server.url, "hello")
         assert "pipeline" not in json.dumps(chat["result"]["task"]["status"].get("metadata", {}))
         piped = await rpc(server.url, "hello", metadata={"iac_code": {"runMode": "pipeline"}})
@@ -179,7 +181,7 @@ async def test_normal_mode_by_default_and_per_request_pipeline() -> None:
 async def test_start_up_refuses_a_pipeline_it_cannot_run() -> None:
     with pytest.raises(StartupError, match="pipeline-name 'nope' is not an installed pipeline; installed: "
                                            "selling, selling_solution_first"):
-        async with start_server({"pipeline-name": "nope"}, extra_plugins=PLUGINS):
+        async with start_server({**BLOCK, "pipeline-name": "nope"}, extra_plugins=PLUGINS):
             pass
 
 
