@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from iac_code.api import fsync_dir, private_dir
 
 SCHEMA_VERSION = "1.0"
+JOURNALS_IN_MEMORY = 256  # contexts whose journals stay read in; others are read back from disk when asked
 EXTENSION_URI = "urn:iac-code:a2a:pipeline-events:v1"
 SCOPES = ("pipeline", "step", "candidate", "candidate_step", "stack", "interrupt")
 STATUSES = ("working", "input_required", "completed", "failed", "canceled")
@@ -63,6 +65,7 @@ class Journal:
         self.path = path
         self.events: list[dict[str, Any]] = []
         self.lock = asyncio.Lock()
+        self.users = 0  # publishers holding or waiting for the lock: the journal is not evicted meanwhile
         if path is not None and path.exists():
             self.events = self._read(path)
 
@@ -118,12 +121,17 @@ class Journal:
 
 
 class JournalStore:
-    """Every context's journal, under ``<state_dir>/pipeline`` (memory only when ``state_dir`` is ``None``)."""
+    """Every context's journal, under ``<state_dir>/pipeline`` (memory only when ``state_dir`` is ``None``).
 
-    def __init__(self, state_dir: Path | None) -> None:
+    At most :data:`JOURNALS_IN_MEMORY` journals stay read in (least recently used go first, never one being
+    written); a journal on disk is read back when its context comes again. Without a state directory
+    nothing is evicted: the journals are all there is.
+    """
+
+    def __init__(self, state_dir: Path | None, limit: int = JOURNALS_IN_MEMORY) -> None:
         self.directory = private_dir(state_dir / "pipeline") if state_dir is not None else None
-        self._journals: dict[str, Journal] = {}
-        self._task_contexts: dict[str, str] = {}
+        self._journals: OrderedDict[str, Journal] = OrderedDict()
+        self._limit = limit
 
     def _path(self, context_id: str) -> Path | None:
         if self.directory is None:
@@ -135,9 +143,19 @@ class JournalStore:
         journal = self._journals.get(context_id)
         if journal is None:
             journal = self._journals[context_id] = Journal(context_id, self._path(context_id))
-            for event in journal.events:
-                self._task_contexts[event.get("taskId", "")] = context_id
+            self._evict()
+        else:
+            self._journals.move_to_end(context_id)
         return journal
+
+    def _evict(self) -> None:
+        if self.directory is None:
+            return
+        for context_id in list(self._journals):
+            if len(self._journals) <= self._limit:
+                return
+            if not self._journals[context_id].users and context_id != next(reversed(self._journals)):
+                del self._journals[context_id]
 
     def existing(self, context_id: str) -> Journal | None:
         """The context's journal when it has any event, else ``None``."""
@@ -148,21 +166,20 @@ class JournalStore:
         journal = self.journal(context_id)
         return journal if journal.events else None
 
-    def context_of_task(self, task_id: str) -> str | None:
-        """The context whose journal holds events of ``task_id`` (known ones only)."""
-        return self._task_contexts.get(task_id)
-
     async def publish(self, context_id: str, build: Callable[[int], dict[str, Any]],
                       on_event: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Number, journal, hand on and return one event, all under the journal's lock (so ``on_event`` sees the
         events in sequence order): ``build(sequence)`` makes the envelope, ``on_event`` publishes it."""
         journal = self.journal(context_id)
-        async with journal.lock:
-            event = build(journal.last_sequence + 1)
-            await asyncio.to_thread(journal.append, event)
-            self._task_contexts[event["taskId"]] = context_id
-            on_event(event)
-            return event
+        journal.users += 1
+        try:
+            async with journal.lock:
+                event = build(journal.last_sequence + 1)
+                await asyncio.to_thread(journal.append, event)
+                on_event(event)
+                return event
+        finally:
+            journal.users -= 1
 
 
 def envelope(sequence: int, *, event_type: str, scope: str, status: str | None, data: Mapping[str, Any],

@@ -455,3 +455,23 @@ async def test_vague_request_on_the_offline_engine_asks(tmp_path: Path) -> None:
     assert evs[-1]["data"]["kind"] == "ask_user_question"
     evs = pipeline_events(await driver.turn("1"))
     assert evs[0]["data"]["selectedId"] == "web_app" and evs[-1]["data"]["kind"] == "candidate_selection"
+
+
+def test_journals_in_memory_are_bounded_and_read_back(tmp_path: Path) -> None:
+    """Memory holds a bounded number of journals; an evicted context's events come back from disk, in order."""
+    import asyncio as _asyncio
+
+    from iac_code_pipeline_selling.journal import JournalStore
+
+    store = JournalStore(tmp_path, limit=3)
+
+    async def fill() -> None:
+        for n in range(8):
+            for _ in range(2):
+                await store.publish(f"ctx-{n}", lambda seq, n=n: {"sequence": seq, "taskId": f"t-{n}"}, lambda e: None)
+
+    _asyncio.run(fill())
+    assert len(store._journals) <= 3
+    again = store.journal("ctx-0")
+    assert [e["sequence"] for e in again.events] == [1, 2]
+    assert len(store._journals) <= 3
