@@ -350,7 +350,9 @@ async def test_required_extensions() -> None:
         ok = await rpc(http, server, get, {**A2A_HEADERS, "A2A-Extensions": f"urn:other, {uri}"})
         assert ok["error"]["code"] == -32001
         card = await rpc(http, server, {"jsonrpc": "2.0", "id": 2, "method": "GetExtendedAgentCard"})
-        assert card["result"]["capabilities"]["extensions"][-1] == {
+        extensions = card["result"]["capabilities"]["extensions"]
+        assert extensions[-1]["uri"] == "urn:iac-code:a2a:pipeline-events:v1"  # spec order: programmatic ones before it
+        assert extensions[-2] == {
             "uri": uri, "description": "Required by this server.", "required": True}
 
 
