@@ -81,9 +81,17 @@ class ToolFailed:
 
 @dataclass(frozen=True)
 class ArtifactPayload:
+    """A text payload the kernel stores as a task artifact.
+
+    ``stored`` is filled by the kernel once it has stored the payload, before it asks the runtime for its
+    next event: the reference it also puts in the artifact's metadata (``artifactId``, ``name``, ``url``,
+    ``mediaType``, ``byteSize``, ``sha256``), so a runtime can name the stored artifact (e.g. its URL).
+    """
+
     name: str
     media_type: str
     text: str
+    stored: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

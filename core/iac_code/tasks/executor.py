@@ -208,6 +208,7 @@ class RuntimeExecutor(AgentExecutor):
             part.metadata.update(described)
         await updater.add_artifact(parts, artifact_id=stored.artifact_id, name=stored.name,
                                    metadata={"iac_code": {"artifact": reference}})
+        payload.stored.update(reference)  # the runtime reads it when it resumes (e.g. the artifact's URL)
         return reference
 
     @staticmethod

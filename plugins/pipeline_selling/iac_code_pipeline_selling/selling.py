@@ -4,258 +4,57 @@
 Every event is journaled (:mod:`.journal`) before it is yielded as a :class:`Progress` (``{"pipeline": envelope}``);
 the run's state lives in ``turn.session["pipeline"]`` (plain JSON, kept by the kernel) and is mirrored to an
 owner-only file next to the journal at every step boundary, so a run cut by a restart continues from the last
-completed step.
+completed step (:mod:`.runner`, shared with ``selling_solution_first``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import json
-import logging
-import re
-import uuid
-from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from iac_code.api import (
-    ArtifactPayload,
-    IacEngine,
-    PipelineServices,
-    Progress,
-    RuntimeEvent,
-    TextDelta,
-    ToolCompleted,
-    ToolStarted,
-    TurnFailed,
-    TurnRequest,
-    Understanding,
-    atomic_write,
-    read_private_file,
-)
-from iac_code_pipeline_selling.answers import match_question, parse_selection
-from iac_code_pipeline_selling.journal import JournalStore, envelope
+from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
+from iac_code_pipeline_selling.answers import parse_selection
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates
-from iac_code_pipeline_selling.pricing import PriceTable
+from iac_code_pipeline_selling.runner import Layout, PipelineRuntime, RunTurn, new_hex, presentation, template_filename
 from iac_code_pipeline_selling.texts import text
-
-logger = logging.getLogger(__name__)
 
 PIPELINE_NAME = "selling"
 STEPS = ("intent_parsing", "architecture_planning", "evaluate_candidates", "confirm_and_select", "deploying")
-STEP_TYPES = {"evaluate_candidates": "parallel_sub_pipeline"}
-STEP_UI = {"confirm_and_select": "candidate_selection"}
+LAYOUT = Layout(PIPELINE_NAME, STEPS, types={"evaluate_candidates": "parallel_sub_pipeline"},
+                ui_modes={"confirm_and_select": "candidate_selection"})
 SUB_PIPELINE = "evaluate_candidate"
 SUB_STEPS = ("template_generating", "cost_estimating")
-DEPLOYMENT_CATEGORIES = ("generation",)
-VAGUE_OPTIONS = (
-    ("web_app", "opt_web", "opt_web_desc",
-     "Deploy a web application with a MySQL database on ECS servers in cn-hangzhou."),
-    ("http_api", "opt_api", "opt_api_desc", "Deploy an HTTP API web service in cn-hangzhou."),
-    ("static_site", "opt_static", "opt_static_desc", "Deploy a static website with an OSS bucket in cn-hangzhou."),
-)
 
 
-def _hex() -> str:
-    return uuid.uuid4().hex
-
-
-def _presentation(metadata: Mapping[str, Any]) -> str:
-    section = metadata.get("iac_code") if isinstance(metadata.get("iac_code"), Mapping) else metadata
-    return "rich-v1" if section.get("candidatePresentation") == "rich-v1" else "plain"
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "candidate"
-
-
-class _Turn:
-    """One turn of a run: publishes its events (journal first, then the output queue) and records its state."""
-
-    def __init__(self, pipeline: SellingPipeline, turn: TurnRequest, state: dict[str, Any]) -> None:
-        self.pipeline = pipeline
-        self.turn = turn
-        self.state = state
-        self.out: asyncio.Queue[Any] = asyncio.Queue()
-        self.delegate = False
-        self.language = state.get("language", turn.language)
-
-    async def emit(self, event_type: str, scope: str, status: str | None, data: Mapping[str, Any], *,
-                   extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "") -> dict[str, Any]:
-        """Journal one event, then queue it as a Progress (under the journal's lock, so the queue keeps sequence order)."""
-        turn = self.turn
-
-        def build(sequence: int) -> dict[str, Any]:
-            event = envelope(sequence, event_type=event_type, scope=scope, status=status, data=data,
-                             run_id=self.state["pipelineRunId"], task_id=turn.task_id, context_id=turn.context_id,
-                             pipeline_name=PIPELINE_NAME, extra=extra)
-            return event
-
-        def publish(event: dict[str, Any]) -> None:
-            self.out.put_nowait(Progress({"pipeline": event}, text=message, final=final))
-
-        event = await self.pipeline.store.publish(turn.context_id, build, publish)
-        self.state["lastSequence"] = event["sequence"]
-        return event
-
-    def step(self, step_id: str) -> dict[str, Any]:
-        """The §2.4 ``step`` object of a parent step (its current attempt)."""
-        attempt = self.state["steps"].get(step_id, {}).get("attempt", 1)
-        obj: dict[str, Any] = {"id": step_id, "runId": f"step-{step_id}-{attempt}", "attempt": attempt,
-                               "index": STEPS.index(step_id) + 1, "total": len(STEPS)}
-        if step_id in STEP_TYPES:
-            obj["type"] = STEP_TYPES[step_id]
-        if step_id in STEP_UI:
-            obj["uiMode"] = STEP_UI[step_id]
-        return obj
-
-    async def record(self, step_id: str, **fields: Any) -> None:
-        """Record a step's state (in the session and, durably, in the state file) before the run goes on."""
-        self.state["steps"].setdefault(step_id, {"attempt": 1}).update(fields)
-        self.state["currentStep"] = step_id
-        await self.pipeline.save_state(self.turn.context_id, self.state)
-
-    async def step_started(self, step_id: str) -> None:
-        await self.record(step_id, status="running")
-        await self.emit("step_started", "step", "working", {"step_id": step_id}, extra={"step": self.step(step_id)})
-
-    async def step_completed(self, step_id: str, conclusion: Mapping[str, Any]) -> None:
-        await self.record(step_id, status="completed", result=dict(conclusion))
-        await self.emit("step_completed", "step", "working", {"step_id": step_id, "conclusion": conclusion},
-                        extra={"step": self.step(step_id)})
-
-    def say(self, message: str) -> None:
-        """Assistant text for generic clients (the turn's ``status.message``)."""
-        self.out.put_nowait(TextDelta(message))
-
-
-class SellingPipeline:
+class SellingPipeline(PipelineRuntime):
     """The ``selling`` pipeline: one instance serves every context (their turns never overlap)."""
 
-    name = PIPELINE_NAME
+    layout = LAYOUT
 
-    def __init__(self, services: PipelineServices, store: JournalStore, prices: PriceTable | None = None) -> None:
-        self.services = services
-        self.store = store
-        self.prices = prices or PriceTable.load()
-        config = getattr(services.context, "config", None)
-        self.deployer = str(getattr(config, "deployer", "none") or "none")
-
-    @property
-    def engine(self) -> IacEngine | None:
-        return self.services.engine
-
-    # ------------------------------------------------------------------ state
-
-    def _state_path(self, context_id: str) -> Path | None:
-        if self.store.directory is None:
-            return None
-        return self.store.directory / (hashlib.sha256(context_id.encode("utf-8")).hexdigest()[:40] + ".state.json")
-
-    async def save_state(self, context_id: str, state: dict[str, Any]) -> None:
-        """Write the run's state atomically (nothing when persistence is off)."""
-        path = self._state_path(context_id)
-        if path is not None:
-            data = json.dumps(state, ensure_ascii=False, sort_keys=True).encode("utf-8")
-            await asyncio.to_thread(atomic_write, path, data)
-
-    def _load_state(self, turn: TurnRequest) -> dict[str, Any] | None:
-        """The session's state, or the state file's when that is newer (the kernel lost the end of a cut turn)."""
-        session = turn.session.get("pipeline")
-        path = self._state_path(turn.context_id)
-        stored: dict[str, Any] | None = None
-        if path is not None and path.exists():
-            with contextlib.suppress(OSError, ValueError):
-                raw = read_private_file(path)
-                stored = json.loads(raw) if raw else None
-        candidates = [s for s in (session, stored) if isinstance(s, dict)]
-        if not candidates:
-            return None
-        best = max(candidates, key=lambda s: int(s.get("lastSequence", 0)))
-        turn.session["pipeline"] = best
-        return best
-
-    # ------------------------------------------------------------------ the turn
-
-    async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
-        """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
-        state = self._load_state(turn) if turn.run_mode == "pipeline" else None
-        if turn.run_mode != "pipeline" or (state is not None and state.get("phase") == "handed_off"):
-            async for event in self.services.chat.run_turn(turn):
-                yield event
-            return
-        if self.engine is None:
-            yield TurnFailed("The selling pipeline needs an IaC engine and none is installed.")
-            return
-        if state is None:
-            state = turn.session["pipeline"] = {
-                "pipelineName": PIPELINE_NAME, "pipelineRunId": f"run-{_hex()}", "phase": "running",
-                "currentStep": STEPS[0], "steps": {}, "candidates": [], "language": turn.language,
-                "prompt": turn.prompt, "lastSequence": self.store.journal(turn.context_id).last_sequence,
-            }
-        run = _Turn(self, turn, state)
-        done = object()
-
-        async def drive() -> None:
-            try:
-                await self._drive(run)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("selling pipeline failed (context %s)", turn.context_id)
-                step = state.get("currentStep", STEPS[0])
-                with contextlib.suppress(Exception):
-                    await run.emit("pipeline_failed", "pipeline", "failed",
-                                   {"step_id": step, "error": "internal_error"})
-                run.out.put_nowait(TurnFailed(f"The selling pipeline failed at step {step}."))
-            finally:
-                run.out.put_nowait(done)
-
-        task = asyncio.create_task(drive())
-        try:
-            while True:
-                item = await run.out.get()
-                if item is done:
-                    break
-                yield item
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if run.delegate:
-            async for event in self.services.chat.run_turn(turn):
-                yield event
-
-    async def _drive(self, run: _Turn) -> None:
+    async def _drive(self, run: RunTurn) -> None:
         state = run.state
         phase = state.get("phase")
         if phase == "awaiting_clarification":
-            if not await self._answer_clarification(run):
+            if not await self.answer_clarification(run):
                 return
         elif phase == "awaiting_selection":
             if not await self._answer_selection(run):
                 return
-        elif not state["steps"]:
-            await run.emit("pipeline_started", "pipeline", "working",
-                           {"pipeline_name": PIPELINE_NAME, "steps": list(STEPS), "user_input_length": len(run.turn.prompt)})
         else:
-            await run.emit("pipeline_resumed", "pipeline", "working",
-                           {"pipeline_name": PIPELINE_NAME, "step_id": state.get("currentStep", STEPS[0])})
+            await self.started_or_resumed(run)
         await self._continue(run)
 
-    def _done(self, run: _Turn, step_id: str) -> bool:
+    def _done(self, run: RunTurn, step_id: str) -> bool:
         return run.state["steps"].get(step_id, {}).get("status") == "completed"
 
-    async def _continue(self, run: _Turn) -> None:
+    async def _continue(self, run: RunTurn) -> None:
         """Run the first step not completed, and the ones after it, until the run pauses or ends."""
         if not self._done(run, "intent_parsing"):
             if run.state["steps"].get("intent_parsing", {}).get("status") != "running":
                 await run.step_started("intent_parsing")
-            if not await self._intent(run, run.state["prompt"], clarified=False):
+            if not await self.intent(run, "intent_parsing", run.state["prompt"], clarified=False):
                 return
         if not self._done(run, "architecture_planning"):
             await run.step_started("architecture_planning")
@@ -277,81 +76,9 @@ class SellingPipeline:
             return
         await self._deploy_and_finish(run)
 
-    # ------------------------------------------------------------------ intent_parsing
-
-    async def _intent(self, run: _Turn, prompt: str, *, clarified: bool) -> bool:
-        understanding = await asyncio.to_thread(self.engine.understand, prompt, run.language)  # type: ignore[union-attr]
-        intent = {"is_infra_intent": understanding.is_infra_intent, "category": understanding.category,
-                  "confidence": understanding.confidence, "resources": [dict(r) for r in understanding.resources],
-                  "summary": understanding.summary, "other_cloud": understanding.other_cloud,
-                  "region": understanding.region}
-        if not understanding.is_infra_intent:
-            await run.step_completed("intent_parsing", {**intent, "prompt": prompt})
-            await self._finish(run, "early_exit", text(run.language, "early_exit"))
-            run.delegate = True
-            return False
-        vague = (understanding.confidence == "low" or understanding.category not in DEPLOYMENT_CATEGORIES
-                 or not understanding.resources)
-        if not clarified and (understanding.other_cloud or vague):
-            await self._ask_clarification(run, understanding)
-            return False
-        await run.step_completed("intent_parsing", {**intent, "prompt": prompt})
-        return True
-
-    async def _ask_clarification(self, run: _Turn, understanding: Understanding) -> None:
-        lang = run.language
-        if understanding.other_cloud:
-            question = text(lang, "cloud_question", cloud=understanding.other_cloud.upper())
-            options = [{"id": "alibaba_cloud", "label": text(lang, "opt_alibaba")},
-                       {"id": "cancel", "label": text(lang, "opt_cancel")}]
-            free = text(lang, "cloud_free")
-            reason = "other_cloud"
-        else:
-            question = text(lang, "vague_question")
-            options = [{"id": oid, "label": text(lang, label), "description": text(lang, desc)}
-                       for oid, label, desc, _ in VAGUE_OPTIONS]
-            free = text(lang, "vague_free")
-            reason = "vague"
-        tool_use_id = f"toolu_{_hex()[:24]}"
-        data = {"kind": "ask_user_question", "inputId": f"ask-{tool_use_id}", "toolUseId": tool_use_id,
-                "question": question, "prompt": question, "options": options, "allowFreeText": True,
-                "freeTextPrompt": free}
-        run.state["phase"] = "awaiting_clarification"
-        run.state["pendingInput"] = {**data, "reason": reason, "stepId": "intent_parsing"}
-        await run.record("intent_parsing", status="running")
-        lines = [question] + [f"{i}. {o['label']}" for i, o in enumerate(options, start=1)] + [
-            free, text(lang, "answer_howto")]
-        run.say("\n".join(lines))
-        await run.emit("input_required", "step", "input_required", data,
-                       extra={"step": run.step("intent_parsing"), "input": {**data, "required": True}}, final=True)
-
-    async def _answer_clarification(self, run: _Turn) -> bool:
-        pending = run.state["pendingInput"]
-        answer_text = run.turn.prompt
-        matched = match_question(answer_text, pending["options"], pending.get("allowFreeText", True))
-        await run.emit("input_received", "step", "working", {
-            "kind": "ask_user_question", "inputId": pending["inputId"], "toolUseId": pending["toolUseId"],
-            "answerTextLength": len(answer_text), **matched, "freeTextLength": len(matched["freeText"]),
-            "question": pending["question"], "options": pending["options"],
-            "allowFreeText": pending.get("allowFreeText", True)}, extra={"step": run.step("intent_parsing")})
-        run.state["phase"] = "running"
-        run.state.pop("pendingInput", None)
-        original = run.state["prompt"]
-        if pending["reason"] == "other_cloud":
-            if matched["selectedId"] == "cancel":
-                await run.record("intent_parsing", status="canceled")
-                await self._finish(run, "canceled", text(run.language, "canceled"))
-                return False
-            refined = original if matched["selectedId"] else f"{original}\n{matched['freeText'] or matched['selectedLabel']}"
-        else:
-            prompts = {oid: prompt for oid, _, _, prompt in VAGUE_OPTIONS}
-            refined = prompts.get(matched["selectedId"]) or f"{original}\n{matched['freeText'] or matched['selectedLabel']}"
-        run.state["prompt"] = refined
-        return await self._intent(run, refined, clarified=True)
-
     # ------------------------------------------------------------------ evaluate_candidates
 
-    async def _evaluate_all(self, run: _Turn) -> bool:
+    async def _evaluate_all(self, run: RunTurn) -> bool:
         if run.state["steps"].get("evaluate_candidates", {}).get("status") != "running":
             await run.step_started("evaluate_candidates")
         pending = [c for c in run.state["candidates"] if c.get("evaluation", {}).get("status") not in ("completed", "failed")]
@@ -365,7 +92,7 @@ class SellingPipeline:
             await run.emit("step_failed", "step", "failed", {"step_id": "evaluate_candidates",
                                                              "error": "no_candidate_evaluated", "candidates": summary},
                            extra={"step": run.step("evaluate_candidates")})
-            await self._finish(run, "failed", text(run.language, "all_failed"))
+            await self.finish(run, "failed", text(run.language, "all_failed"))
             return False
         await run.step_completed("evaluate_candidates", {"evaluated_candidates": summary})
         return True
@@ -386,7 +113,7 @@ class SellingPipeline:
         return {"id": step_id, "runId": f"{cand['runId']}-{step_id}-1", "attempt": 1,
                 "index": SUB_STEPS.index(step_id) + 1, "total": len(SUB_STEPS)}
 
-    async def _evaluate(self, run: _Turn, candidate: dict[str, Any]) -> None:
+    async def _evaluate(self, run: RunTurn, candidate: dict[str, Any]) -> None:
         """The sub-pipeline ``evaluate_candidate`` for one candidate: template, then cost and hard constraints."""
         evaluation = candidate.setdefault("evaluation", {"attempt": 1, "status": "running", "steps": {}})
         base = {"candidate_index": candidate["candidate_index"], "candidate_name": candidate["name"]}
@@ -403,10 +130,9 @@ class SellingPipeline:
         if evaluation["steps"].get("template_generating") != "completed":
             await sub_event("candidate_step_started", "template_generating", "working", {})
             generated = await asyncio.to_thread(self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
-            ext = Path(generated.filename).suffix or ".yaml"
-            filename = f"candidate-{candidate['candidate_index']}-{_slug(candidate['name'])}{ext}"
+            filename = template_filename(candidate, generated.filename)
             sha = hashlib.sha256(generated.text.encode("utf-8")).hexdigest()
-            tool_use_id = f"toolu_{_hex()[:24]}"
+            tool_use_id = f"toolu_{new_hex()[:24]}"
             run.out.put_nowait(ToolStarted(tool_use_id, "generate_template"))
             run.out.put_nowait(ToolCompleted(tool_use_id, "generate_template",
                                              {"filename": filename, "resourceCount": len(generated.resources)},
@@ -450,7 +176,7 @@ class SellingPipeline:
 
     # ------------------------------------------------------------------ confirm_and_select
 
-    def _options(self, run: _Turn) -> list[dict[str, Any]]:
+    def _options(self, run: RunTurn) -> list[dict[str, Any]]:
         rich = run.state.get("presentation") == "rich-v1"
         options = []
         for candidate in run.state["candidates"]:
@@ -468,21 +194,13 @@ class SellingPipeline:
             options.append(option)
         return options
 
-    def _selection_text(self, run: _Turn, prompt: str, options: list[dict[str, Any]]) -> str:
-        lang = run.language
-        by_index = {c["candidate_index"]: c for c in run.state["candidates"]}
-        lines = [prompt]
-        for option in options:
-            cost = by_index[option["candidate_index"]]["evaluation"]["cost"]
-            lines.append(text(lang, "option_line", index=option["candidate_index"], name=option["name"],
-                              summary=option["summary"], cost=cost["total_monthly_cost"]))
-        lines.append(text(lang, "cost_note", disclaimer=self.prices.disclaimer))
-        lines.append(text(lang, "select_howto"))
-        return "\n".join(lines)
+    def _costs(self, run: RunTurn) -> dict[int, str]:
+        return {c["candidate_index"]: c["evaluation"]["cost"]["total_monthly_cost"] for c in run.state["candidates"]
+                if c.get("evaluation", {}).get("status") == "completed"}
 
-    async def _ask_selection(self, run: _Turn, reason: str = "") -> None:
+    async def _ask_selection(self, run: RunTurn, reason: str = "") -> None:
         if "presentation" not in run.state:
-            run.state["presentation"] = _presentation(run.turn.metadata)
+            run.state["presentation"] = presentation(run.turn.metadata)
         if run.state["steps"].get("confirm_and_select", {}).get("status") != "running":
             await run.step_started("confirm_and_select")
         options = self._options(run)
@@ -494,11 +212,9 @@ class SellingPipeline:
         run.state["pendingInput"] = {"kind": "candidate_selection", "stepId": "confirm_and_select", "prompt": prompt,
                                      "optionCount": len(options)}
         await run.record("confirm_and_select", status="running")
-        run.say(self._selection_text(run, prompt, options))
-        await run.emit("input_required", "step", "input_required", data,
-                       extra={"step": run.step("confirm_and_select"), "input": {**data, "required": True}}, final=True)
+        await run.ask("confirm_and_select", data, self.selection_text(run, prompt, options, self._costs(run)))
 
-    async def _answer_selection(self, run: _Turn) -> bool:
+    async def _answer_selection(self, run: RunTurn) -> bool:
         options = self._options(run)
         answer = run.turn.prompt
         selection = parse_selection(answer, options)
@@ -529,35 +245,13 @@ class SellingPipeline:
 
     # ------------------------------------------------------------------ deploying and the end
 
-    async def _deploy_and_finish(self, run: _Turn) -> None:
+    async def _deploy_and_finish(self, run: RunTurn) -> None:
         candidate = next(c for c in run.state["candidates"] if c["candidate_index"] == run.state["selected"])
         template = candidate["evaluation"]["template"]
         await run.step_started("deploying")
-        message = text(run.language, "no_deployer", name=candidate["name"], artifact=template["filename"],
-                       task=template["task_id"])
-        await run.emit("pipeline_warning", "step", "working", {
-            "code": "no_deployer_configured", "message": message, "source": "deploying",
-            "artifact": {"name": template["filename"], "taskId": template["task_id"], "sha256": template["sha256"]}},
-            extra={"step": run.step("deploying")})
+        message = await self.no_deployer(run, "deploying", candidate, template)
         await run.step_completed("deploying", {
             "status": "not_deployed", "deployer": "none", "candidate_name": candidate["name"],
             "template_artifact": template["filename"], "template_task_id": template["task_id"]})
         run.say(message)
-        await self._finish(run, "completed", message)
-
-    async def _finish(self, run: _Turn, outcome: str, summary: str) -> None:
-        """The terminal event for ``outcome`` and the handoff to normal chat."""
-        event_type, status = {"completed": ("pipeline_completed", "completed"),
-                              "early_exit": ("pipeline_completed", "completed"),
-                              "canceled": ("pipeline_canceled", "canceled"),
-                              "failed": ("pipeline_failed", "failed")}[outcome]
-        run.state["phase"] = "handed_off"
-        run.state["outcome"] = outcome
-        await run.pipeline.save_state(run.turn.context_id, run.state)
-        await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary})
-        await run.emit("pipeline_handoff_ready", "pipeline", status, {
-            "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary})
-        if outcome == "completed":
-            run.say(text(run.language, "handoff"))
-        elif outcome != "early_exit":
-            run.say(summary)
+        await self.finish(run, "completed", message)

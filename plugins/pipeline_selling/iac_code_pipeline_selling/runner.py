@@ -1,0 +1,412 @@
+"""What every pipeline of this plugin shares: the turn that publishes events (journal first), the run's state
+(session plus an owner-only state file), the turn loop, the intent step with its clarification question, the
+no-deployer ending and the handoff to normal chat.
+
+A pipeline subclasses :class:`PipelineRuntime`, names its steps in a :class:`Layout` and writes ``_drive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iac_code.api import (
+    IacEngine,
+    PipelineServices,
+    Progress,
+    RuntimeEvent,
+    TextDelta,
+    TurnFailed,
+    TurnRequest,
+    Understanding,
+    atomic_write,
+    read_private_file,
+)
+from iac_code_pipeline_selling.answers import match_question
+from iac_code_pipeline_selling.journal import JournalStore, envelope
+from iac_code_pipeline_selling.pricing import PriceTable
+from iac_code_pipeline_selling.texts import text
+
+logger = logging.getLogger(__name__)
+
+DEPLOYMENT_CATEGORIES = ("generation",)
+VAGUE_OPTIONS = (
+    ("web_app", "opt_web", "opt_web_desc",
+     "Deploy a web application with a MySQL database on ECS servers in cn-hangzhou."),
+    ("http_api", "opt_api", "opt_api_desc", "Deploy an HTTP API web service in cn-hangzhou."),
+    ("static_site", "opt_static", "opt_static_desc", "Deploy a static website with an OSS bucket in cn-hangzhou."),
+)
+
+
+def new_hex() -> str:
+    """32 random hex digits."""
+    return uuid.uuid4().hex
+
+
+def presentation(metadata: Mapping[str, Any]) -> str:
+    """``rich-v1`` when the request asks for it (under ``iac_code`` or at the top), else ``plain``."""
+    section = metadata.get("iac_code") if isinstance(metadata.get("iac_code"), Mapping) else metadata
+    return "rich-v1" if section.get("candidatePresentation") == "rich-v1" else "plain"
+
+
+def slug(name: str) -> str:
+    """A file-name-safe lower-case form of a candidate's name."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "candidate"
+
+
+def template_filename(candidate: Mapping[str, Any], generated_filename: str) -> str:
+    """How a candidate's stored template is named: ``candidate-<n>-<name>.<ext>``."""
+    ext = Path(generated_filename).suffix or ".yaml"
+    return f"candidate-{candidate['candidate_index']}-{slug(candidate['name'])}{ext}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A pipeline's parent steps: their order, their ``type`` and ``uiMode`` where they have one."""
+
+    name: str
+    steps: tuple[str, ...]
+    types: Mapping[str, str] = field(default_factory=dict)
+    ui_modes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Barrier:
+    """Queued after an event whose processing by the kernel the pipeline waits for (e.g. a stored artifact):
+    the turn loop resolves it when the kernel asks for the event after it."""
+
+    future: asyncio.Future[None]
+
+
+class RunTurn:
+    """One turn of a run: publishes its events (journal first, then the output queue) and records its state."""
+
+    def __init__(self, pipeline: PipelineRuntime, turn: TurnRequest, state: dict[str, Any]) -> None:
+        self.pipeline = pipeline
+        self.layout = pipeline.layout
+        self.turn = turn
+        self.state = state
+        self.out: asyncio.Queue[Any] = asyncio.Queue()
+        self.delegate = False
+        self.language = state.get("language", turn.language)
+
+    async def emit(self, event_type: str, scope: str, status: str | None, data: Mapping[str, Any], *,
+                   extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "") -> dict[str, Any]:
+        """Journal one event, then queue it as a Progress (under the journal's lock, so the queue keeps sequence order)."""
+        turn = self.turn
+
+        def build(sequence: int) -> dict[str, Any]:
+            return envelope(sequence, event_type=event_type, scope=scope, status=status, data=data,
+                            run_id=self.state["pipelineRunId"], task_id=turn.task_id, context_id=turn.context_id,
+                            pipeline_name=self.layout.name, extra=extra)
+
+        def publish(event: dict[str, Any]) -> None:
+            self.out.put_nowait(Progress({"pipeline": event}, text=message, final=final))
+
+        event = await self.pipeline.store.publish(turn.context_id, build, publish)
+        self.state["lastSequence"] = event["sequence"]
+        return event
+
+    def step(self, step_id: str) -> dict[str, Any]:
+        """The §2.4 ``step`` object of a parent step (its current attempt)."""
+        attempt = self.state["steps"].get(step_id, {}).get("attempt", 1)
+        obj: dict[str, Any] = {"id": step_id, "runId": f"step-{step_id}-{attempt}", "attempt": attempt,
+                               "index": self.layout.steps.index(step_id) + 1, "total": len(self.layout.steps)}
+        if step_id in self.layout.types:
+            obj["type"] = self.layout.types[step_id]
+        if step_id in self.layout.ui_modes:
+            obj["uiMode"] = self.layout.ui_modes[step_id]
+        return obj
+
+    async def record(self, step_id: str, **fields: Any) -> None:
+        """Record a step's state (in the session and, durably, in the state file) before the run goes on."""
+        self.state["steps"].setdefault(step_id, {"attempt": 1}).update(fields)
+        self.state["currentStep"] = step_id
+        await self.pipeline.save_state(self.turn.context_id, self.state)
+
+    def status_of(self, step_id: str) -> str:
+        """The recorded status of a step (``""`` before it started)."""
+        return str(self.state["steps"].get(step_id, {}).get("status", ""))
+
+    async def step_started(self, step_id: str) -> None:
+        await self.record(step_id, status="running")
+        await self.emit("step_started", "step", "working", {"step_id": step_id}, extra={"step": self.step(step_id)})
+
+    async def step_completed(self, step_id: str, conclusion: Mapping[str, Any]) -> None:
+        await self.record(step_id, status="completed", result=dict(conclusion))
+        await self.emit("step_completed", "step", "working", {"step_id": step_id, "conclusion": conclusion},
+                        extra={"step": self.step(step_id)})
+
+    async def ask(self, step_id: str, data: Mapping[str, Any], said: str, *, required: bool = True) -> None:
+        """Pause on ``step_id``: the text for generic clients, then the ``input_required`` event (the turn's last
+        status carries it)."""
+        self.say(said)
+        extra: dict[str, Any] = {"step": self.step(step_id)}
+        if required:
+            extra["input"] = {**data, "required": True}
+        await self.emit("input_required", "step", "input_required", data, extra=extra, final=True)
+
+    async def kernel_done(self) -> None:
+        """Wait until the kernel has handled every event queued so far (e.g. stored an artifact)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.out.put_nowait(Barrier(future))
+        await future
+
+    def say(self, message: str) -> None:
+        """Assistant text for generic clients (the turn's ``status.message``)."""
+        self.out.put_nowait(TextDelta(message))
+
+
+class PipelineRuntime:
+    """The agent runtime of one pipeline: one instance serves every context (their turns never overlap)."""
+
+    layout: Layout
+
+    def __init__(self, services: PipelineServices, store: JournalStore, prices: PriceTable | None = None) -> None:
+        self.services = services
+        self.store = store
+        self.prices = prices or PriceTable.load()
+        config = getattr(services.context, "config", None)
+        self.deployer = str(getattr(config, "deployer", "none") or "none")
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    @property
+    def engine(self) -> IacEngine | None:
+        return self.services.engine
+
+    # ------------------------------------------------------------------ state
+
+    def _state_path(self, context_id: str) -> Path | None:
+        if self.store.directory is None:
+            return None
+        return self.store.directory / (hashlib.sha256(context_id.encode("utf-8")).hexdigest()[:40] + ".state.json")
+
+    async def save_state(self, context_id: str, state: dict[str, Any]) -> None:
+        """Write the run's state atomically (nothing when persistence is off)."""
+        path = self._state_path(context_id)
+        if path is not None:
+            data = json.dumps(state, ensure_ascii=False, sort_keys=True).encode("utf-8")
+            await asyncio.to_thread(atomic_write, path, data)
+
+    def _load_state(self, turn: TurnRequest) -> dict[str, Any] | None:
+        """The session's state, or the state file's when that is newer (the kernel lost the end of a cut turn)."""
+        session = turn.session.get("pipeline")
+        path = self._state_path(turn.context_id)
+        stored: dict[str, Any] | None = None
+        if path is not None and path.exists():
+            with contextlib.suppress(OSError, ValueError):
+                raw = read_private_file(path)
+                stored = json.loads(raw) if raw else None
+        candidates = [s for s in (session, stored) if isinstance(s, dict)]
+        if not candidates:
+            return None
+        best = max(candidates, key=lambda s: int(s.get("lastSequence", 0)))
+        turn.session["pipeline"] = best
+        return best
+
+    def new_state(self, turn: TurnRequest) -> dict[str, Any]:
+        """A fresh run's state."""
+        return {"pipelineName": self.layout.name, "pipelineRunId": f"run-{new_hex()}", "phase": "running",
+                "currentStep": self.layout.steps[0], "steps": {}, "candidates": [], "language": turn.language,
+                "prompt": turn.prompt, "lastSequence": self.store.journal(turn.context_id).last_sequence}
+
+    # ------------------------------------------------------------------ the turn
+
+    async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
+        state = self._load_state(turn) if turn.run_mode == "pipeline" else None
+        if turn.run_mode != "pipeline" or (state is not None and state.get("phase") == "handed_off"):
+            async for event in self.services.chat.run_turn(turn):
+                yield event
+            return
+        if self.engine is None:
+            yield TurnFailed(f"The {self.layout.name} pipeline needs an IaC engine and none is installed.")
+            return
+        if state is None:
+            state = turn.session["pipeline"] = self.new_state(turn)
+        run = RunTurn(self, turn, state)
+        done = object()
+
+        async def drive() -> None:
+            try:
+                await self._drive(run)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("%s pipeline failed (context %s)", self.layout.name, turn.context_id)
+                step = state.get("currentStep", self.layout.steps[0])
+                with contextlib.suppress(Exception):
+                    await run.emit("pipeline_failed", "pipeline", "failed",
+                                   {"step_id": step, "error": "internal_error"})
+                run.out.put_nowait(TurnFailed(f"The {self.layout.name} pipeline failed at step {step}."))
+            finally:
+                run.out.put_nowait(done)
+
+        task = asyncio.create_task(drive())
+        try:
+            while True:
+                item = await run.out.get()
+                if item is done:
+                    break
+                if isinstance(item, Barrier):  # the kernel has handled every event before it
+                    if not item.future.done():
+                        item.future.set_result(None)
+                    continue
+                yield item
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if run.delegate:
+            async for event in self.services.chat.run_turn(turn):
+                yield event
+
+    async def _drive(self, run: RunTurn) -> None:
+        raise NotImplementedError
+
+    async def started_or_resumed(self, run: RunTurn) -> None:
+        """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""
+        state = run.state
+        if not state["steps"]:
+            await run.emit("pipeline_started", "pipeline", "working",
+                           {"pipeline_name": self.layout.name, "steps": list(self.layout.steps),
+                            "user_input_length": len(run.turn.prompt)})
+        else:
+            await run.emit("pipeline_resumed", "pipeline", "working",
+                           {"pipeline_name": self.layout.name, "step_id": state.get("currentStep", self.layout.steps[0])})
+
+    # ------------------------------------------------------------------ intent (with its clarification)
+
+    async def intent(self, run: RunTurn, step_id: str, prompt: str, *, clarified: bool,
+                     complete: bool = True) -> bool:
+        """Understand ``prompt`` on ``step_id``. Not infrastructure: the run ends early (the turn goes to chat);
+        vague or another cloud: a clarification question (§3). ``True`` when the run goes on; the understanding
+        is then in ``state["intent"]`` (and the step is completed with it when ``complete``)."""
+        understanding = await asyncio.to_thread(self.engine.understand, prompt, run.language)  # type: ignore[union-attr]
+        intent = {"is_infra_intent": understanding.is_infra_intent, "category": understanding.category,
+                  "confidence": understanding.confidence, "resources": [dict(r) for r in understanding.resources],
+                  "summary": understanding.summary, "other_cloud": understanding.other_cloud,
+                  "region": understanding.region}
+        if not understanding.is_infra_intent:
+            await run.step_completed(step_id, {**intent, "prompt": prompt})
+            await self.finish(run, "early_exit", text(run.language, "early_exit"))
+            run.delegate = True
+            return False
+        vague = (understanding.confidence == "low" or understanding.category not in DEPLOYMENT_CATEGORIES
+                 or not understanding.resources)
+        if not clarified and (understanding.other_cloud or vague):
+            await self._ask_clarification(run, step_id, understanding)
+            return False
+        run.state["intent"] = {**intent, "prompt": prompt}
+        if complete:
+            await run.step_completed(step_id, {**intent, "prompt": prompt})
+        return True
+
+    async def _ask_clarification(self, run: RunTurn, step_id: str, understanding: Understanding) -> None:
+        lang = run.language
+        if understanding.other_cloud:
+            question = text(lang, "cloud_question", cloud=understanding.other_cloud.upper())
+            options = [{"id": "alibaba_cloud", "label": text(lang, "opt_alibaba")},
+                       {"id": "cancel", "label": text(lang, "opt_cancel")}]
+            free = text(lang, "cloud_free")
+            reason = "other_cloud"
+        else:
+            question = text(lang, "vague_question")
+            options = [{"id": oid, "label": text(lang, label), "description": text(lang, desc)}
+                       for oid, label, desc, _ in VAGUE_OPTIONS]
+            free = text(lang, "vague_free")
+            reason = "vague"
+        tool_use_id = f"toolu_{new_hex()[:24]}"
+        data = {"kind": "ask_user_question", "inputId": f"ask-{tool_use_id}", "toolUseId": tool_use_id,
+                "question": question, "prompt": question, "options": options, "allowFreeText": True,
+                "freeTextPrompt": free}
+        run.state["phase"] = "awaiting_clarification"
+        run.state["pendingInput"] = {**data, "reason": reason, "stepId": step_id}
+        await run.record(step_id, status="running")
+        lines = [question] + [f"{i}. {o['label']}" for i, o in enumerate(options, start=1)] + [
+            free, text(lang, "answer_howto")]
+        await run.ask(step_id, data, "\n".join(lines))
+
+    async def answer_clarification(self, run: RunTurn, *, complete: bool = True) -> bool:
+        """Read the answer to the pending question and understand the clarified request (see :meth:`intent`)."""
+        pending = run.state["pendingInput"]
+        step_id = pending["stepId"]
+        answer_text = run.turn.prompt
+        matched = match_question(answer_text, pending["options"], pending.get("allowFreeText", True))
+        await run.emit("input_received", "step", "working", {
+            "kind": "ask_user_question", "inputId": pending["inputId"], "toolUseId": pending["toolUseId"],
+            "answerTextLength": len(answer_text), **matched, "freeTextLength": len(matched["freeText"]),
+            "question": pending["question"], "options": pending["options"],
+            "allowFreeText": pending.get("allowFreeText", True)}, extra={"step": run.step(step_id)})
+        run.state["phase"] = "running"
+        run.state.pop("pendingInput", None)
+        original = run.state["prompt"]
+        if pending["reason"] == "other_cloud":
+            if matched["selectedId"] == "cancel":
+                await run.record(step_id, status="canceled")
+                await self.finish(run, "canceled", text(run.language, "canceled"))
+                return False
+            refined = original if matched["selectedId"] else f"{original}\n{matched['freeText'] or matched['selectedLabel']}"
+        else:
+            prompts = {oid: prompt for oid, _, _, prompt in VAGUE_OPTIONS}
+            refined = prompts.get(matched["selectedId"]) or f"{original}\n{matched['freeText'] or matched['selectedLabel']}"
+        run.state["prompt"] = refined
+        return await self.intent(run, step_id, refined, clarified=True, complete=complete)
+
+    # ------------------------------------------------------------------ selection text, deploy, the end
+
+    def selection_text(self, run: RunTurn, prompt: str, options: list[dict[str, Any]], costs: Mapping[int, str]) -> str:
+        """The candidate choice as text: the prompt, one line per option with its cost, the price note, how to answer."""
+        lang = run.language
+        lines = [prompt]
+        for option in options:
+            lines.append(text(lang, "option_line", index=option["candidate_index"], name=option["name"],
+                              summary=option["summary"], cost=costs[option["candidate_index"]]))
+        lines.append(text(lang, "cost_note", disclaimer=self.prices.disclaimer))
+        lines.append(text(lang, "select_howto"))
+        return "\n".join(lines)
+
+    async def no_deployer(self, run: RunTurn, step_id: str, candidate: Mapping[str, Any],
+                          template: Mapping[str, Any]) -> str:
+        """The ``no_deployer_configured`` warning naming the stored template; returns its message."""
+        message = text(run.language, "no_deployer", name=candidate["name"], artifact=template["filename"],
+                       task=template["task_id"])
+        artifact = {"name": template["filename"], "taskId": template["task_id"], "sha256": template["sha256"]}
+        if template.get("url"):
+            artifact["url"] = template["url"]
+        await run.emit("pipeline_warning", "step", "working", {
+            "code": "no_deployer_configured", "message": message, "source": step_id, "artifact": artifact},
+            extra={"step": run.step(step_id)})
+        return message
+
+    async def finish(self, run: RunTurn, outcome: str, summary: str) -> None:
+        """The terminal event for ``outcome`` and the handoff to normal chat."""
+        event_type, status = {"completed": ("pipeline_completed", "completed"),
+                              "early_exit": ("pipeline_completed", "completed"),
+                              "canceled": ("pipeline_canceled", "canceled"),
+                              "failed": ("pipeline_failed", "failed")}[outcome]
+        run.state["phase"] = "handed_off"
+        run.state["outcome"] = outcome
+        run.state.pop("pendingInput", None)
+        await self.save_state(run.turn.context_id, run.state)
+        await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary})
+        await run.emit("pipeline_handoff_ready", "pipeline", status, {
+            "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary})
+        if outcome == "completed":
+            run.say(text(run.language, "handoff"))
+        elif outcome != "early_exit":
+            run.say(summary)
