@@ -184,8 +184,11 @@ class JournalStore:
 
 def envelope(sequence: int, *, event_type: str, scope: str, status: str | None, data: Mapping[str, Any],
              run_id: str, task_id: str, context_id: str, pipeline_name: str,
-             extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One §2.4 envelope; ``extra`` adds ``step``, ``candidate``, ``candidateStep``, ``input``, ``artifact``."""
+             extra: Mapping[str, Any] | None = None, verbatim: bool = False) -> dict[str, Any]:
+    """One §2.4 envelope; ``extra`` adds ``step``, ``candidate``, ``candidateStep``, ``input``, ``artifact``.
+
+    ``verbatim``: ``data`` goes as given (a shape the spec spells key by key, e.g. ``deployment_confirmation``)
+    instead of having its top-level keys camel-cased."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}")
     event: dict[str, Any] = {
@@ -197,7 +200,7 @@ def envelope(sequence: int, *, event_type: str, scope: str, status: str | None, 
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
         event["status"] = status
-    event["data"] = camel_data(data)
+    event["data"] = dict(data) if verbatim else camel_data(data)
     if extra:
         event.update(extra)
     return event

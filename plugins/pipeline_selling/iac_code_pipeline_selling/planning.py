@@ -124,3 +124,22 @@ def mermaid(candidate: Mapping[str, Any]) -> str:
     if c.get("database") == "high_availability" and zones > 1:
         lines.append("  D1 -. replication .-> D2")
     return "\n".join(lines)
+
+
+def planned_resources(candidate: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The resources a candidate's components imply (for an indicative price before its template exists)."""
+    c = candidate["components"]
+    if c.get("serverless"):
+        return [{"name": "Service", "type": "ALIYUN::FC::Service"}, {"name": "Function", "type": "ALIYUN::FC::Function"},
+                {"name": "ApiGroup", "type": "ALIYUN::ApiGateway::Group"}, {"name": "Api", "type": "ALIYUN::ApiGateway::Api"},
+                {"name": "Bucket", "type": "ALIYUN::OSS::Bucket"}]
+    resources: list[dict[str, Any]] = [{"name": "Vpc", "type": "ALIYUN::ECS::VPC"}]
+    resources += [{"name": f"VSwitch{z + 1}", "type": "ALIYUN::ECS::VSwitch"} for z in range(int(c.get("zones", 1) or 1))]
+    resources.append({"name": "Servers", "type": "ALIYUN::ECS::InstanceGroup",
+                      "properties": {"MaxAmount": int(c.get("servers", 1) or 1)}})
+    if c.get("load_balancer"):
+        resources.append({"name": "LoadBalancer", "type": "ALIYUN::SLB::LoadBalancer"})
+    if c.get("database"):
+        category = "HighAvailability" if c["database"] == "high_availability" else "Basic"
+        resources.append({"name": "Database", "type": "ALIYUN::RDS::DBInstance", "properties": {"Category": category}})
+    return resources

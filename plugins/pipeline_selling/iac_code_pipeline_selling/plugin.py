@@ -1,7 +1,8 @@
-"""The entry point: the ``selling`` pipeline (``iac_code_pipelines``) and its state endpoint (``iac_code_http_routes``).
+"""The entry point: the ``selling`` and ``selling_solution_first`` pipelines (``iac_code_pipelines``) and their
+state endpoint (``iac_code_http_routes``).
 
-The pipeline and the route share the journals of one server: the pipeline registers its store under the kernel
-object it was built for, and the route looks it up when a request comes.
+The pipelines and the route share the journals of one server: the first pipeline built registers the store under
+the kernel object it was built for, the other reuses it, and the route looks it up when a request comes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
 from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
+from iac_code_pipeline_selling.solution_first import PIPELINE_NAME as SOLUTION_FIRST_NAME
+from iac_code_pipeline_selling.solution_first import SolutionFirstPipeline
 from iac_code_pipeline_selling.state_route import state_handler
 
 IAC_CODE_API_VERSION = "1.0"
@@ -39,19 +42,32 @@ def _register(kernel: Any, store: JournalStore) -> None:
     _stores[id(kernel)] = (ref, store)
 
 
-def create_selling(services: PipelineServices) -> SellingPipeline:
-    """Build the ``selling`` pipeline for one server (its journals under ``state_dir/pipeline``)."""
+def _shared_store(services: PipelineServices) -> JournalStore:
+    """The server's journals (under ``state_dir/pipeline``), created by the first pipeline built for it."""
     store = store_for(services.context)
     if store is None:
         store = JournalStore(services.state_dir)
         _register(services.context, store)
-    return SellingPipeline(services, store)
+    return store
+
+
+def create_selling(services: PipelineServices) -> SellingPipeline:
+    """Build the ``selling`` pipeline for one server."""
+    return SellingPipeline(services, _shared_store(services))
+
+
+def create_solution_first(services: PipelineServices) -> SolutionFirstPipeline:
+    """Build the ``selling_solution_first`` pipeline for one server (same journals as ``selling``)."""
+    return SolutionFirstPipeline(services, _shared_store(services))
 
 
 @hookimpl
 def iac_code_pipelines() -> list[PipelineSpec]:
     return [PipelineSpec(name=PIPELINE_NAME, create=create_selling,
-                         description="Requirement → candidate architectures (template, cost) → choice → deploy → chat.")]
+                         description="Requirement → candidate architectures (template, cost) → choice → deploy → chat."),
+            PipelineSpec(name=SOLUTION_FIRST_NAME, create=create_solution_first,
+                         description="Requirement → choice of a solution → its template, price and parameters "
+                                     "confirmed → deploy → chat.")]
 
 
 @hookimpl

@@ -98,16 +98,19 @@ class RunTurn:
         self.out: asyncio.Queue[Any] = asyncio.Queue()
         self.delegate = False
         self.language = state.get("language", turn.language)
+        self.said = False
 
     async def emit(self, event_type: str, scope: str, status: str | None, data: Mapping[str, Any], *,
-                   extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "") -> dict[str, Any]:
-        """Journal one event, then queue it as a Progress (under the journal's lock, so the queue keeps sequence order)."""
+                   extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "",
+                   verbatim: bool = False) -> dict[str, Any]:
+        """Journal one event, then queue it as a Progress (under the journal's lock, so the queue keeps sequence order);
+        ``verbatim`` keeps ``data``'s keys as given."""
         turn = self.turn
 
         def build(sequence: int) -> dict[str, Any]:
             return envelope(sequence, event_type=event_type, scope=scope, status=status, data=data,
                             run_id=self.state["pipelineRunId"], task_id=turn.task_id, context_id=turn.context_id,
-                            pipeline_name=self.layout.name, extra=extra)
+                            pipeline_name=self.layout.name, extra=extra, verbatim=verbatim)
 
         def publish(event: dict[str, Any]) -> None:
             self.out.put_nowait(Progress({"pipeline": event}, text=message, final=final))
@@ -146,14 +149,15 @@ class RunTurn:
         await self.emit("step_completed", "step", "working", {"step_id": step_id, "conclusion": conclusion},
                         extra={"step": self.step(step_id)})
 
-    async def ask(self, step_id: str, data: Mapping[str, Any], said: str, *, required: bool = True) -> None:
+    async def ask(self, step_id: str, data: Mapping[str, Any], said: str, *, required: bool = True,
+                  verbatim: bool = False) -> None:
         """Pause on ``step_id``: the text for generic clients, then the ``input_required`` event (the turn's last
         status carries it)."""
         self.say(said)
         extra: dict[str, Any] = {"step": self.step(step_id)}
         if required:
             extra["input"] = {**data, "required": True}
-        await self.emit("input_required", "step", "input_required", data, extra=extra, final=True)
+        await self.emit("input_required", "step", "input_required", data, extra=extra, final=True, verbatim=verbatim)
 
     async def kernel_done(self) -> None:
         """Wait until the kernel has handled every event queued so far (e.g. stored an artifact)."""
@@ -162,8 +166,9 @@ class RunTurn:
         await future
 
     def say(self, message: str) -> None:
-        """Assistant text for generic clients (the turn's ``status.message``)."""
-        self.out.put_nowait(TextDelta(message))
+        """Assistant text for generic clients (the turn's ``status.message``; paragraphs apart)."""
+        self.out.put_nowait(TextDelta(("\n\n" if self.said else "") + message))
+        self.said = True
 
 
 class PipelineRuntime:
