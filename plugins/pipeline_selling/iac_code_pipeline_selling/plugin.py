@@ -9,7 +9,10 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from pydantic import BaseModel
+
 from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
+from iac_code_pipeline_selling.batching import BatchingPipeline, BatchSettings, PipelineBatchConfig
 from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
 from iac_code_pipeline_selling.state_route import state_handler
@@ -39,13 +42,28 @@ def _register(kernel: Any, store: JournalStore) -> None:
     _stores[id(kernel)] = (ref, store)
 
 
-def create_selling(services: PipelineServices) -> SellingPipeline:
-    """Build the ``selling`` pipeline for one server (its journals under ``state_dir/pipeline``)."""
+def shared_store(services: PipelineServices) -> JournalStore:
+    """The journals of the server ``services`` belong to (made on first use; every pipeline of it shares them)."""
     store = store_for(services.context)
     if store is None:
         store = JournalStore(services.state_dir)
         _register(services.context, store)
-    return SellingPipeline(services, store)
+    return store
+
+
+def batching(pipeline: Any, services: PipelineServices) -> BatchingPipeline:
+    """``pipeline`` publishing its events in batches, as the server's ``pipeline-batch-*`` settings say."""
+    return BatchingPipeline(pipeline, BatchSettings.from_config(getattr(services.context, "config", None)))
+
+
+def create_selling(services: PipelineServices) -> BatchingPipeline:
+    """Build the ``selling`` pipeline for one server (its journals under ``state_dir/pipeline``, its events batched)."""
+    return batching(SellingPipeline(services, shared_store(services)), services)
+
+
+@hookimpl
+def iac_code_config_model() -> type[BaseModel]:
+    return PipelineBatchConfig
 
 
 @hookimpl
@@ -59,4 +77,5 @@ def iac_code_http_routes(kernel: Any) -> list[HttpRouteSpec]:
     return [HttpRouteSpec("GET", STATE_PATH, state_handler(kernel, lambda: store_for(kernel)), name="pipeline-state")]
 
 
-__all__ = ["IAC_CODE_API_VERSION", "iac_code_http_routes", "iac_code_pipelines", "store_for"]
+__all__ = ["IAC_CODE_API_VERSION", "batching", "iac_code_config_model", "iac_code_http_routes", "iac_code_pipelines",
+           "shared_store", "store_for"]
