@@ -97,7 +97,7 @@ class _Turn:
             self.out.put_nowait(Progress({"pipeline": event}, text=message, final=final))
 
         event = await self.pipeline.store.publish(turn.context_id, build, publish)
-        self.state["lastSequence"] = event["sequence"]
+        self.state["lastSequence"] = max(int(self.state.get("lastSequence", 0)), event["sequence"])  # not a replayed one
         return event
 
     def step(self, step_id: str) -> dict[str, Any]:
@@ -117,14 +117,17 @@ class _Turn:
         self.state["currentStep"] = step_id
         await self.pipeline.save_state(self.turn.context_id, self.state)
 
+    # Events are journaled before the state records what they announce: a kill -9 in between redoes the step
+    # on resume, and the journal drops the events it already holds (journal.once_key), so none is lost or doubled.
+
     async def step_started(self, step_id: str) -> None:
-        await self.record(step_id, status="running")
         await self.emit("step_started", "step", "working", {"step_id": step_id}, extra={"step": self.step(step_id)})
+        await self.record(step_id, status="running")
 
     async def step_completed(self, step_id: str, conclusion: Mapping[str, Any]) -> None:
-        await self.record(step_id, status="completed", result=dict(conclusion))
         await self.emit("step_completed", "step", "working", {"step_id": step_id, "conclusion": conclusion},
                         extra={"step": self.step(step_id)})
+        await self.record(step_id, status="completed", result=dict(conclusion))
 
     def say(self, message: str) -> None:
         """Assistant text for generic clients (the turn's ``status.message``)."""
@@ -233,6 +236,9 @@ class SellingPipeline:
     async def _drive(self, run: _Turn) -> None:
         state = run.state
         phase = state.get("phase")
+        if phase in ("awaiting_clarification", "awaiting_selection") and not self._question_journaled(run):
+            await self._ask_again(run)  # a crash cut the turn before its question was journaled: nobody saw it
+            return
         if phase == "awaiting_clarification":
             if not await self._answer_clarification(run):
                 return
@@ -246,6 +252,26 @@ class SellingPipeline:
             await run.emit("pipeline_resumed", "pipeline", "working",
                            {"pipeline_name": PIPELINE_NAME, "step_id": state.get("currentStep", STEPS[0])})
         await self._continue(run)
+
+    def _question_journaled(self, run: _Turn) -> bool:
+        """Whether the question the run waits on was journaled (so published): it is the run's last event."""
+        events = self.store.journal(run.turn.context_id).events
+        last = events[-1] if events else {}
+        return (last.get("eventType") == "input_required" and last.get("pipelineRunId") == run.state["pipelineRunId"]
+                and last.get("step", {}).get("id") == run.state.get("pendingInput", {}).get("stepId"))
+
+    async def _ask_again(self, run: _Turn) -> None:
+        """Publish the pending question again (after a crash that cut it off); this turn's text is not an answer."""
+        await run.emit("pipeline_resumed", "pipeline", "working",
+                       {"pipeline_name": PIPELINE_NAME, "step_id": run.state.get("currentStep", STEPS[0])})
+        pending = run.state["pendingInput"]
+        if pending.get("stepId") == "confirm_and_select":
+            await self._ask_selection(run)
+            return
+        data = {k: v for k, v in pending.items() if k not in ("reason", "stepId")}
+        run.say("\n".join([data["question"]] + [f"{i}. {o['label']}" for i, o in enumerate(data["options"], start=1)]))
+        await run.emit("input_required", "step", "input_required", data,
+                       extra={"step": run.step("intent_parsing"), "input": {**data, "required": True}}, final=True)
 
     def _done(self, run: _Turn, step_id: str) -> bool:
         return run.state["steps"].get(step_id, {}).get("status") == "completed"
@@ -414,9 +440,6 @@ class SellingPipeline:
             template = {"filename": filename, "media_type": generated.media_type, "sha256": sha,
                         "resources": [dict(r) for r in generated.resources], "not_generated": list(generated.not_generated),
                         "task_id": run.turn.task_id}
-            evaluation["template"] = template
-            evaluation["steps"]["template_generating"] = "completed"
-            await run.pipeline.save_state(run.turn.context_id, run.state)
             await sub_event("artifact_created", "template_generating", "working", {"source": "conclusion"},
                             artifact={"filename": filename, "mediaType": generated.media_type, "content": generated.text,
                                       "role": "final", "contentSha256": sha,
@@ -424,29 +447,32 @@ class SellingPipeline:
             await sub_event("candidate_step_completed", "template_generating", "working", {"conclusion": {
                 "filename": filename, "media_type": generated.media_type, "resource_count": len(generated.resources),
                 "not_generated": list(generated.not_generated)}})
+            evaluation["template"] = template
+            evaluation["steps"]["template_generating"] = "completed"
+            await run.pipeline.save_state(run.turn.context_id, run.state)
         assert template is not None
         await sub_event("candidate_step_started", "cost_estimating", "working", {})
         cost = self.prices.estimate(template["resources"])
         problems = check_constraints(candidate["hard_constraints"], template["resources"])
         if problems:
-            evaluation.update(status="failed", violations=problems)
-            evaluation["steps"]["cost_estimating"] = "failed"
-            await run.pipeline.save_state(run.turn.context_id, run.state)
             await sub_event("candidate_step_failed", "cost_estimating", "failed",
                             {"error": "hard_constraints_violated", "violations": problems,
                              "hard_constraints": candidate["hard_constraints"]})
             await run.emit("candidate_failed", "candidate", "failed", {**base, "error": "hard_constraints_violated",
                                                                         "violations": problems},
                            extra={"candidate": self._candidate_obj(candidate)})
+            evaluation.update(status="failed", violations=problems)
+            evaluation["steps"]["cost_estimating"] = "failed"
+            await run.pipeline.save_state(run.turn.context_id, run.state)
             return
-        evaluation.update(status="completed", cost=cost, architecture_diagram=mermaid(candidate))
-        evaluation["steps"]["cost_estimating"] = "completed"
-        await run.pipeline.save_state(run.turn.context_id, run.state)
         await sub_event("candidate_step_completed", "cost_estimating", "working", {"conclusion": {
             **cost, "hard_constraints": candidate["hard_constraints"], "constraints_met": True}})
         await run.emit("candidate_completed", "candidate", "completed",
                        {**base, "total_monthly_cost": cost["total_monthly_cost"], "template_filename": template["filename"]},
                        extra={"candidate": self._candidate_obj(candidate)})
+        evaluation.update(status="completed", cost=cost, architecture_diagram=mermaid(candidate))
+        evaluation["steps"]["cost_estimating"] = "completed"
+        await run.pipeline.save_state(run.turn.context_id, run.state)
 
     # ------------------------------------------------------------------ confirm_and_select
 
@@ -551,12 +577,12 @@ class SellingPipeline:
                               "early_exit": ("pipeline_completed", "completed"),
                               "canceled": ("pipeline_canceled", "canceled"),
                               "failed": ("pipeline_failed", "failed")}[outcome]
-        run.state["phase"] = "handed_off"
-        run.state["outcome"] = outcome
-        await run.pipeline.save_state(run.turn.context_id, run.state)
         await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary})
         await run.emit("pipeline_handoff_ready", "pipeline", status, {
             "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary})
+        run.state["phase"] = "handed_off"
+        run.state["outcome"] = outcome
+        await run.pipeline.save_state(run.turn.context_id, run.state)
         if outcome == "completed":
             run.say(text(run.language, "handoff"))
         elif outcome != "early_exit":
