@@ -47,6 +47,28 @@ def camel_data(data: Mapping[str, Any]) -> dict[str, Any]:
     return {camel(k): _error_ids(v) for k, v in data.items()}
 
 
+# Lifecycle events a run publishes at most once per identity (:func:`once_key`): a step or candidate step redone
+# after a crash (kill -9 between journaling its event and recording it in the run's state) publishes nothing twice.
+ONCE_TYPES = frozenset({
+    "pipeline_started", "step_started", "step_completed", "step_failed", "candidate_started", "candidate_completed",
+    "candidate_failed", "candidate_step_started", "candidate_step_completed", "candidate_step_failed",
+    "artifact_created", "pipeline_warning", "pipeline_completed", "pipeline_canceled", "pipeline_failed",
+    "pipeline_handoff_ready",
+})
+
+
+def once_key(event: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """What makes a lifecycle event the same one again: its run, type and the run ids of its step, candidate and
+    candidate step (attempts are in those ids; a retried step is a new event). ``None`` for other events."""
+    if event.get("eventType") not in ONCE_TYPES:
+        return None
+    data = event.get("data") if isinstance(event.get("data"), Mapping) else {}
+    return (str(event.get("pipelineRunId", "")), str(event["eventType"]),
+            str((event.get("step") or {}).get("runId", "")), str((event.get("candidate") or {}).get("runId", "")),
+            str((event.get("candidateStep") or {}).get("runId", "")), str(data.get("stepId", "")),
+            str(data.get("code", "")))
+
+
 def now_iso() -> str:
     """Now, ISO-8601 UTC with milliseconds and a ``Z``."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -68,6 +90,14 @@ class Journal:
         self.users = 0  # publishers holding or waiting for the lock: the journal is not evicted meanwhile
         if path is not None and path.exists():
             self.events = self._read(path)
+        self.published: dict[tuple[str, ...], dict[str, Any]] = {}  # once_key → the event journaled for it
+        for event in self.events:
+            self._remember(event)
+
+    def _remember(self, event: dict[str, Any]) -> None:
+        key = once_key(event)
+        if key is not None:
+            self.published.setdefault(key, event)
 
     @staticmethod
     def _read(path: Path) -> list[dict[str, Any]]:
@@ -114,6 +144,7 @@ class Journal:
             if created:
                 fsync_dir(self.path.parent)
         self.events.append(event)
+        self._remember(event)
 
     def after(self, sequence: int) -> list[dict[str, Any]]:
         """The events with a sequence greater than ``sequence``."""
@@ -169,12 +200,18 @@ class JournalStore:
     async def publish(self, context_id: str, build: Callable[[int], dict[str, Any]],
                       on_event: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Number, journal, hand on and return one event, all under the journal's lock (so ``on_event`` sees the
-        events in sequence order): ``build(sequence)`` makes the envelope, ``on_event`` publishes it."""
+        events in sequence order): ``build(sequence)`` makes the envelope, ``on_event`` publishes it.
+
+        A lifecycle event the journal already holds (same :func:`once_key`: a step redone after a crash) is
+        neither journaled nor published again; the journaled one is returned."""
         journal = self.journal(context_id)
         journal.users += 1
         try:
             async with journal.lock:
                 event = build(journal.last_sequence + 1)
+                key = once_key(event)
+                if key is not None and key in journal.published:
+                    return journal.published[key]
                 await asyncio.to_thread(journal.append, event)
                 on_event(event)
                 return event

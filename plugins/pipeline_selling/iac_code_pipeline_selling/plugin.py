@@ -10,7 +10,10 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from pydantic import BaseModel
+
 from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
+from iac_code_pipeline_selling.batching import BatchingPipeline, BatchSettings, PipelineBatchConfig
 from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
 from iac_code_pipeline_selling.solution_first import PIPELINE_NAME as SOLUTION_FIRST_NAME
@@ -42,8 +45,8 @@ def _register(kernel: Any, store: JournalStore) -> None:
     _stores[id(kernel)] = (ref, store)
 
 
-def _shared_store(services: PipelineServices) -> JournalStore:
-    """The server's journals (under ``state_dir/pipeline``), created by the first pipeline built for it."""
+def shared_store(services: PipelineServices) -> JournalStore:
+    """The journals of the server ``services`` belong to (made on first use; every pipeline of it shares them)."""
     store = store_for(services.context)
     if store is None:
         store = JournalStore(services.state_dir)
@@ -51,14 +54,24 @@ def _shared_store(services: PipelineServices) -> JournalStore:
     return store
 
 
-def create_selling(services: PipelineServices) -> SellingPipeline:
-    """Build the ``selling`` pipeline for one server."""
-    return SellingPipeline(services, _shared_store(services))
+def batching(pipeline: Any, services: PipelineServices) -> BatchingPipeline:
+    """``pipeline`` publishing its events in batches, as the server's ``pipeline-batch-*`` settings say."""
+    return BatchingPipeline(pipeline, BatchSettings.from_config(getattr(services.context, "config", None)))
 
 
-def create_solution_first(services: PipelineServices) -> SolutionFirstPipeline:
-    """Build the ``selling_solution_first`` pipeline for one server (same journals as ``selling``)."""
-    return SolutionFirstPipeline(services, _shared_store(services))
+def create_selling(services: PipelineServices) -> BatchingPipeline:
+    """Build the ``selling`` pipeline for one server (its journals under ``state_dir/pipeline``, its events batched)."""
+    return batching(SellingPipeline(services, shared_store(services)), services)
+
+
+def create_solution_first(services: PipelineServices) -> BatchingPipeline:
+    """Build the ``selling_solution_first`` pipeline for one server (same journals as ``selling``, events batched)."""
+    return batching(SolutionFirstPipeline(services, shared_store(services)), services)
+
+
+@hookimpl
+def iac_code_config_model() -> type[BaseModel]:
+    return PipelineBatchConfig
 
 
 @hookimpl
@@ -75,4 +88,5 @@ def iac_code_http_routes(kernel: Any) -> list[HttpRouteSpec]:
     return [HttpRouteSpec("GET", STATE_PATH, state_handler(kernel, lambda: store_for(kernel)), name="pipeline-state")]
 
 
-__all__ = ["IAC_CODE_API_VERSION", "iac_code_http_routes", "iac_code_pipelines", "store_for"]
+__all__ = ["IAC_CODE_API_VERSION", "batching", "iac_code_config_model", "iac_code_http_routes", "iac_code_pipelines",
+           "shared_store", "store_for"]

@@ -116,7 +116,7 @@ class RunTurn:
             self.out.put_nowait(Progress({"pipeline": event}, text=message, final=final))
 
         event = await self.pipeline.store.publish(turn.context_id, build, publish)
-        self.state["lastSequence"] = event["sequence"]
+        self.state["lastSequence"] = max(int(self.state.get("lastSequence", 0)), event["sequence"])  # not a replayed one
         return event
 
     def step(self, step_id: str) -> dict[str, Any]:
@@ -140,14 +140,17 @@ class RunTurn:
         """The recorded status of a step (``""`` before it started)."""
         return str(self.state["steps"].get(step_id, {}).get("status", ""))
 
+    # Events are journaled before the state records what they announce: a kill -9 in between redoes the step
+    # on resume, and the journal drops the events it already holds (journal.once_key), so none is lost or doubled.
+
     async def step_started(self, step_id: str) -> None:
-        await self.record(step_id, status="running")
         await self.emit("step_started", "step", "working", {"step_id": step_id}, extra={"step": self.step(step_id)})
+        await self.record(step_id, status="running")
 
     async def step_completed(self, step_id: str, conclusion: Mapping[str, Any]) -> None:
-        await self.record(step_id, status="completed", result=dict(conclusion))
         await self.emit("step_completed", "step", "working", {"step_id": step_id, "conclusion": conclusion},
                         extra={"step": self.step(step_id)})
+        await self.record(step_id, status="completed", result=dict(conclusion))
 
     async def ask(self, step_id: str, data: Mapping[str, Any], said: str, *, required: bool = True,
                   verbatim: bool = False) -> None:
@@ -404,13 +407,13 @@ class PipelineRuntime:
                               "early_exit": ("pipeline_completed", "completed"),
                               "canceled": ("pipeline_canceled", "canceled"),
                               "failed": ("pipeline_failed", "failed")}[outcome]
+        await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary})
+        await run.emit("pipeline_handoff_ready", "pipeline", status, {
+            "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary})
         run.state["phase"] = "handed_off"
         run.state["outcome"] = outcome
         run.state.pop("pendingInput", None)
         await self.save_state(run.turn.context_id, run.state)
-        await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary})
-        await run.emit("pipeline_handoff_ready", "pipeline", status, {
-            "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary})
         if outcome == "completed":
             run.say(text(run.language, "handoff"))
         elif outcome != "early_exit":

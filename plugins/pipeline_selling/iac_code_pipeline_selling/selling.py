@@ -36,6 +36,9 @@ class SellingPipeline(PipelineRuntime):
     async def _drive(self, run: RunTurn) -> None:
         state = run.state
         phase = state.get("phase")
+        if phase in ("awaiting_clarification", "awaiting_selection") and not self._question_journaled(run):
+            await self._ask_again(run)  # a crash cut the turn before its question was journaled: nobody saw it
+            return
         if phase == "awaiting_clarification":
             if not await self.answer_clarification(run):
                 return
@@ -45,6 +48,25 @@ class SellingPipeline(PipelineRuntime):
         else:
             await self.started_or_resumed(run)
         await self._continue(run)
+
+    def _question_journaled(self, run: RunTurn) -> bool:
+        """Whether the question the run waits on was journaled (so published): it is the run's last event."""
+        events = self.store.journal(run.turn.context_id).events
+        last = events[-1] if events else {}
+        return (last.get("eventType") == "input_required" and last.get("pipelineRunId") == run.state["pipelineRunId"]
+                and last.get("step", {}).get("id") == run.state.get("pendingInput", {}).get("stepId"))
+
+    async def _ask_again(self, run: RunTurn) -> None:
+        """Publish the pending question again (after a crash that cut it off); this turn's text is not an answer."""
+        await run.emit("pipeline_resumed", "pipeline", "working",
+                       {"pipeline_name": self.layout.name, "step_id": run.state.get("currentStep", self.layout.steps[0])})
+        pending = run.state["pendingInput"]
+        if pending.get("stepId") == "confirm_and_select":
+            await self._ask_selection(run)
+            return
+        data = {k: v for k, v in pending.items() if k not in ("reason", "stepId")}
+        await run.ask(pending.get("stepId", "intent_parsing"), data,
+                      "\n".join([data["question"]] + [f"{i}. {o['label']}" for i, o in enumerate(data["options"], start=1)]))
 
     def _done(self, run: RunTurn, step_id: str) -> bool:
         return run.state["steps"].get(step_id, {}).get("status") == "completed"
@@ -140,9 +162,6 @@ class SellingPipeline(PipelineRuntime):
             template = {"filename": filename, "media_type": generated.media_type, "sha256": sha,
                         "resources": [dict(r) for r in generated.resources], "not_generated": list(generated.not_generated),
                         "task_id": run.turn.task_id}
-            evaluation["template"] = template
-            evaluation["steps"]["template_generating"] = "completed"
-            await run.pipeline.save_state(run.turn.context_id, run.state)
             await sub_event("artifact_created", "template_generating", "working", {"source": "conclusion"},
                             artifact={"filename": filename, "mediaType": generated.media_type, "content": generated.text,
                                       "role": "final", "contentSha256": sha,
@@ -150,29 +169,32 @@ class SellingPipeline(PipelineRuntime):
             await sub_event("candidate_step_completed", "template_generating", "working", {"conclusion": {
                 "filename": filename, "media_type": generated.media_type, "resource_count": len(generated.resources),
                 "not_generated": list(generated.not_generated)}})
+            evaluation["template"] = template
+            evaluation["steps"]["template_generating"] = "completed"
+            await run.pipeline.save_state(run.turn.context_id, run.state)
         assert template is not None
         await sub_event("candidate_step_started", "cost_estimating", "working", {})
         cost = self.prices.estimate(template["resources"])
         problems = check_constraints(candidate["hard_constraints"], template["resources"])
         if problems:
-            evaluation.update(status="failed", violations=problems)
-            evaluation["steps"]["cost_estimating"] = "failed"
-            await run.pipeline.save_state(run.turn.context_id, run.state)
             await sub_event("candidate_step_failed", "cost_estimating", "failed",
                             {"error": "hard_constraints_violated", "violations": problems,
                              "hard_constraints": candidate["hard_constraints"]})
             await run.emit("candidate_failed", "candidate", "failed", {**base, "error": "hard_constraints_violated",
                                                                         "violations": problems},
                            extra={"candidate": self._candidate_obj(candidate)})
+            evaluation.update(status="failed", violations=problems)
+            evaluation["steps"]["cost_estimating"] = "failed"
+            await run.pipeline.save_state(run.turn.context_id, run.state)
             return
-        evaluation.update(status="completed", cost=cost, architecture_diagram=mermaid(candidate))
-        evaluation["steps"]["cost_estimating"] = "completed"
-        await run.pipeline.save_state(run.turn.context_id, run.state)
         await sub_event("candidate_step_completed", "cost_estimating", "working", {"conclusion": {
             **cost, "hard_constraints": candidate["hard_constraints"], "constraints_met": True}})
         await run.emit("candidate_completed", "candidate", "completed",
                        {**base, "total_monthly_cost": cost["total_monthly_cost"], "template_filename": template["filename"]},
                        extra={"candidate": self._candidate_obj(candidate)})
+        evaluation.update(status="completed", cost=cost, architecture_diagram=mermaid(candidate))
+        evaluation["steps"]["cost_estimating"] = "completed"
+        await run.pipeline.save_state(run.turn.context_id, run.state)
 
     # ------------------------------------------------------------------ confirm_and_select
 

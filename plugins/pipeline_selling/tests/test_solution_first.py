@@ -19,6 +19,7 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code.api import PipelineServices, Progress, TextDelta, ToolCompleted, TurnRequest
 from iac_code.testing import A2A_HEADERS, connect_client, start_server
+from iac_code_pipeline_selling.batching import unbatched
 from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.solution_first import SolutionFirstPipeline
 
@@ -298,9 +299,9 @@ def _streamed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for event in events:
         update = event.get("statusUpdate")
-        pipeline = (update or {}).get("metadata", {}).get("iac_code", {}).get("pipeline")
-        if pipeline is not None and pipeline not in found:
-            found.append(pipeline)
+        for pipeline in unbatched((update or {}).get("metadata", {}).get("iac_code", {})):  # single or batched
+            if pipeline not in found:
+                found.append(pipeline)
     return found
 
 

@@ -14,6 +14,7 @@ import aiohttp
 
 from iac_code.api import PipelineServices, Progress, TextDelta, TurnRequest
 from iac_code.testing import A2A_HEADERS, ScriptedRuntime, send_message_body, start_server
+from iac_code_pipeline_selling.batching import unbatched
 from iac_code_pipeline_selling.plugin import create_selling, store_for
 
 
@@ -45,7 +46,8 @@ async def test_state_endpoint_over_http() -> None:
             task_id, context_id = await _task_of_a_real_turn(session, server.url, key)
             turn = TurnRequest(context_id=context_id, task_id=task_id, prompt="hello there", cwd="/tmp", session={},
                                run_mode="pipeline", pipeline_name="selling")
-            streamed = [e.metadata["pipeline"] async for e in pipeline.run_turn(turn) if isinstance(e, Progress)]
+            streamed = [p for e in [e async for e in pipeline.run_turn(turn)] if isinstance(e, Progress)
+                        for p in unbatched(e.metadata)]
             assert [e["eventType"] for e in streamed][-1] == "pipeline_handoff_ready"
             state = f"{base}/iac-code/pipeline/state"
             async with session.get(state, params={"contextId": context_id}) as response:
