@@ -191,3 +191,19 @@ def test_the_environment_sets_the_default_mode() -> None:
     assert load_config(raw={"mode": "normal"}, environ={"IAC_CODE_MODE": "pipeline"}).mode == "normal"
     assert load_config(environ={"IAC_CODE_PIPELINE_NAME": "selling_solution_first"}).pipeline_name == \
         "selling_solution_first"
+
+
+class OnlySellingPlugin:
+    @hookimpl
+    def iac_code_pipelines(self) -> list[PipelineSpec]:
+        return [PipelineSpec(name="selling", create=lambda services: EchoPipeline("selling", services))]
+
+
+async def test_a_session_whose_pipeline_is_gone_runs_the_servers_own(tmp_path: Any) -> None:
+    settings = {"persistence-dir": str(tmp_path / "state"), "disabled-plugins": ["pipeline-selling"]}
+    async with start_server(settings, extra_plugins=PLUGINS) as server:
+        first = await rpc(server.url, "x", metadata={"iac_code": {"pipeline_name": "selling_solution_first"}})
+        context_id = first["result"]["task"]["contextId"]
+    async with start_server(settings, extra_plugins={"only-selling": OnlySellingPlugin()}) as server:
+        again = await rpc(server.url, "again", contextId=context_id, metadata={"iac_code": {"run_mode": "pipeline"}})
+        assert _final_text(again["result"]["task"])["pipeline"] == "selling"

@@ -36,5 +36,7 @@ class ModeRouter:
         if turn.run_mode != "pipeline":
             return self.chat.run_turn(turn)
         name = turn.pipeline_name or durable_pipeline(turn.session) or self.default_pipeline
+        if name not in self.pipelines:  # the session's pipeline is no longer installed: the server's own
+            name = self.default_pipeline
         turn.session[PIPELINE_SESSION_KEY] = name
         return self.pipelines[name].run_turn(dataclasses.replace(turn, pipeline_name=name))
