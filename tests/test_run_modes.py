@@ -202,7 +202,9 @@ class OnlySellingPlugin:
 async def test_a_session_whose_pipeline_is_gone_runs_the_servers_own(tmp_path: Any) -> None:
     settings = {"persistence-dir": str(tmp_path / "state"), "disabled-plugins": ["pipeline-selling"]}
     async with start_server(settings, extra_plugins=PLUGINS) as server:
-        first = await rpc(server.url, "x", metadata={"iac_code": {"pipeline_name": "selling_solution_first"}})
+        first = await rpc(server.url, "x", metadata={"iac_code": {"run_mode": "pipeline",
+                                                               "pipeline_name": "selling_solution_first"}})
+        assert _final_text(first["result"]["task"])["pipeline"] == "selling_solution_first"
         context_id = first["result"]["task"]["contextId"]
     async with start_server(settings, extra_plugins={"only-selling": OnlySellingPlugin()}) as server:
         again = await rpc(server.url, "again", contextId=context_id, metadata={"iac_code": {"run_mode": "pipeline"}})
