@@ -209,3 +209,19 @@ async def test_a_session_whose_pipeline_is_gone_runs_the_servers_own(tmp_path: A
     async with start_server(settings, extra_plugins={"only-selling": OnlySellingPlugin()}) as server:
         again = await rpc(server.url, "again", contextId=context_id, metadata={"iac_code": {"run_mode": "pipeline"}})
         assert _final_text(again["result"]["task"])["pipeline"] == "selling"
+
+
+async def test_pipeline_mode_input_problems_are_the_requests_error() -> None:
+    """Pipeline mode (tasks-and-context §14): a bad workspace or an empty message is -32602, and no task exists;
+    normal mode keeps its failed task."""
+    async with start_server(BLOCK, extra_plugins=PLUGINS) as server:
+        bad_cwd = await rpc(server.url, "x", metadata={"iac_code": {"run_mode": "pipeline", "cwd": "relative/dir"}})
+        assert bad_cwd["error"]["code"] == -32602
+        assert bad_cwd["error"]["message"].startswith("Invalid A2A workspace metadata.")
+        assert bad_cwd["error"]["data"] == {"code": "invalid_workspace", "reason": "not_absolute"}
+        empty = await rpc(server.url, " ", metadata={"iac_code": {"run_mode": "pipeline"}})
+        assert (empty["error"]["code"], empty["error"]["message"]) == (
+            -32602, "A2A server currently accepts text input only.")
+        assert await rpc_list(server.url) == []
+        normal = await rpc(server.url, "x", metadata={"iac_code": {"cwd": "relative/dir"}})
+        assert normal["result"]["task"]["status"]["state"] == "TASK_STATE_FAILED"

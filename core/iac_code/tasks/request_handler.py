@@ -104,6 +104,8 @@ from iac_code.tasks.turns import (
     until_stop,
 )
 from iac_code.security.workspace import WorkspaceError, resolve_workspace
+from iac_code.language import messages as m
+from iac_code.language.i18n import translator
 
 logger = logging.getLogger(__name__)
 
@@ -179,11 +181,17 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         try:
             cwd = resolve_workspace(metadata.get("cwd"))
         except WorkspaceError as exc:
+            if run_mode == "pipeline":  # pipeline mode: input problems are the request's error, no task (§14)
+                t = translator(language)
+                raise InvalidParamsError(message=f"{t(str(exc))} {t(exc.explanation)}",
+                                         data={"code": "invalid_workspace", "reason": exc.reason}) from None
             return TurnInput(metadata=metadata, language=language, channel=channel, error=str(exc),
                              error_detail=exc.explanation, run_mode=run_mode, pipeline_name=pipeline,
                              error_info={"code": "invalid_workspace", "reason": exc.reason})
         raw_parts = raw_message.get("parts") if raw_message is not None else None
         decoded = self._decoder.decode(message, cwd, raw_parts if isinstance(raw_parts, list) else None)
+        if run_mode == "pipeline" and not decoded.prompt.strip() and not decoded.manifest:
+            raise InvalidParamsError(message=translator(language)(m.EMPTY_INPUT))
         return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel,
                          run_mode=run_mode, pipeline_name=pipeline)
 
