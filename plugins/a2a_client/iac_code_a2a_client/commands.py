@@ -263,6 +263,13 @@ def _unary(r: _Run, call: Callable[[Any], Coroutine[Any, Any, Any]]) -> Any:
 @click.option("--thinking-budget", type=int, default=None, help="Thinking token budget.")
 @click.option("--language", default="", help="Preferred language of the agent's text (en, zh, ...).")
 @click.option("--stream/--no-stream", default=False, help="Stream events as they happen.")
+@click.option("--mode", "run_mode", type=click.Choice(["normal", "pipeline"]), default=None,
+              help="Run mode of the turn (metadata.iac_code.run_mode); default: the agent's.")
+@click.option("--pipeline", "pipeline_name", default="",
+              help="Pipeline to run in pipeline mode (metadata.iac_code.pipeline_name: selling, "
+                   "selling_solution_first).")
+@click.option("--rich", is_flag=True, default=False,
+              help="Ask for rich candidate options: diagrams and costs (candidatePresentation rich-v1).")
 @_command
 def call(r: _Run) -> int:
     """Send a prompt to a remote agent (or answer its permission question) and show the turn."""
@@ -287,7 +294,9 @@ def call(r: _Run) -> int:
                           headers=r.connector.auth.headers(), timeout=s.number("timeout", 30.0),
                           url=url, cwd=metadata.get("cwd"),
                           ask=_ask_permission(r.view) if interactive else None,
-                          confirm=_confirm(r.view) if interactive else None)
+                          confirm=_confirm(r.view) if interactive else None,
+                          ask_pipeline=_ask_pipeline(r.view) if interactive else None,
+                          metadata=metadata, follow_up_flags=_pipeline_flags(s))
     try:
         if answer:
             return session.answer(s.text("task_id"), s.text("context_id"), answer)
@@ -317,7 +326,25 @@ def _turn_metadata(s: Settings) -> dict[str, Any]:
         thinking["budget"] = budget
     if thinking:
         metadata["thinking"] = thinking
+    if s.text("run_mode"):
+        metadata["run_mode"] = s.text("run_mode")
+    if s.text("pipeline_name"):
+        metadata["pipeline_name"] = s.text("pipeline_name")
+    if s.flag("rich"):
+        metadata["candidatePresentation"] = "rich-v1"
     return metadata
+
+
+def _pipeline_flags(s: Settings) -> list[str]:
+    """The pipeline options of this call, repeated in the command line that answers its question later."""
+    flags: list[str] = []
+    if s.text("run_mode"):
+        flags += ["--mode", shlex.quote(s.text("run_mode"))]
+    if s.text("pipeline_name"):
+        flags += ["--pipeline", shlex.quote(s.text("pipeline_name"))]
+    if s.flag("rich"):
+        flags.append("--rich")
+    return flags
 
 
 def _cwd(value: str) -> str:
@@ -380,6 +407,20 @@ def _ask_permission(view: Any) -> Callable[[dict[str, Any]], str]:
                 return "allow_once"
             if reply in ("d", "deny", "n", "no", "2"):
                 return "deny"
+
+    return ask
+
+
+def _ask_pipeline(view: Any) -> Callable[[dict[str, Any]], str]:
+    """The pipeline's question (already on screen with its numbered options) → the answer typed, as sent."""
+
+    def ask(question: dict[str, Any]) -> str:
+        hint = "number or text" if question.get("kind") != "deployment_confirmation" else \
+            "number, confirm, adjust key=value, reselect or cancel"
+        while True:
+            reply = ask_line(view.console, f"Your answer ({hint}): ").strip()
+            if reply:
+                return reply
 
     return ask
 

@@ -31,7 +31,7 @@ class ExitCode(enum.IntEnum):
     AGENT_ERROR = 8  # the agent answered with a JSON-RPC / A2A error (task not found, invalid params, ...)
     NO_INTERFACE = 9  # the card advertises no interface this client can execute
     ROUTE = 10  # no route matched, unknown route name
-    INPUT_REQUIRED = 11  # non-interactive call paused for a permission answer
+    INPUT_REQUIRED = 11  # non-interactive call paused for a permission answer or a pipeline question
     TASK_FAILED = 12  # the task ended failed, rejected or canceled
     INTERRUPTED = 130  # Ctrl-C (the remote task was canceled)
 

@@ -127,3 +127,37 @@ def human_size(size: Any) -> str:
             return f"{int(n)} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"
+
+
+PIPELINE_QUESTION_KINDS = frozenset({"candidate_selection", "ask_user_question", "deployment_confirmation"})
+
+
+def pipeline_events(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pipeline events a status update carries, in order: ``metadata.iac_code.pipeline`` (one) or
+    ``metadata.iac_code.pipelineBatch.events`` (a burst published together), docs/pipeline.md."""
+    kind, obj = body(event)
+    if kind not in ("statusUpdate", "task"):
+        return []
+    meta = iac_metadata(obj)
+    found: list[dict[str, Any]] = []
+    single = meta.get("pipeline")
+    if isinstance(single, dict):
+        found.append(single)
+    batch = meta.get("pipelineBatch")
+    if isinstance(batch, dict) and isinstance(batch.get("events"), list):
+        found.extend(e for e in batch["events"] if isinstance(e, dict))
+    return found
+
+
+def pipeline_question(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The question a pipeline stopped on (the ``data`` of its ``input_required`` event), if this status
+    update (or task) is input-required with one: ``candidate_selection``, ``ask_user_question`` or
+    ``deployment_confirmation``."""
+    if state(event) != "input-required":
+        return None
+    for pipeline_event in reversed(pipeline_events(event)):
+        data = pipeline_event.get("data")
+        if pipeline_event.get("eventType") == "input_required" and isinstance(data, dict) \
+                and data.get("kind") in PIPELINE_QUESTION_KINDS:
+            return data
+    return None

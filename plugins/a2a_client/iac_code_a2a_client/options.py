@@ -26,6 +26,7 @@ CONFIG_KEYS = frozenset({
     "require_card_signature", "task_id", "history_length", "status", "page_size", "page_token",
     "include_artifacts", "output", "config_id", "callback_url", "notification_token", "auth_scheme",
     "auth_credentials", "binding", "language", "stdio_command", "redis_password", "all",
+    "run_mode", "pipeline_name", "rich",
 })
 
 

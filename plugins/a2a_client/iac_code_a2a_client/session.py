@@ -12,6 +12,7 @@ Without a terminal, a permission question prints the envelope and ends the comma
 from __future__ import annotations
 
 import asyncio
+import shlex
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from google.protobuf.json_format import ParseDict
 
 from iac_code_a2a_client import events as ev
 from iac_code_a2a_client.connect import Agent
-from iac_code_a2a_client.errors import ClientError, ExitCode, classify
+from iac_code_a2a_client.errors import ClientError, ExitCode, classify, shown_url
 from iac_code_a2a_client.view import View
 
 DECISIONS = ("allow_once", "deny")
@@ -63,6 +64,7 @@ def answer_request(envelope: Mapping[str, Any], decision: str) -> SendMessageReq
 @dataclass
 class _Phase:
     envelope: dict[str, Any] | None = None
+    question: dict[str, Any] | None = None  # the pipeline question the turn stopped on
     interrupted: bool = False
 
 
@@ -80,6 +82,9 @@ class CallSession:
     cwd: str | None = None  # the workspace sent as metadata.iac_code.cwd (None: none sent)
     ask: Callable[[dict[str, Any]], str] | None = None  # interactive permission question → decision
     confirm: Callable[[str], bool] | None = None  # interactive yes/no question
+    ask_pipeline: Callable[[dict[str, Any]], str] | None = None  # interactive pipeline question → answer text
+    metadata: dict[str, Any] = field(default_factory=dict)  # metadata.iac_code of the turn, sent with answers
+    follow_up_flags: list[str] = field(default_factory=list)  # call options a piped answer must repeat
     task_id: str = ""
     context_id: str = ""
     state: str = ""
@@ -110,6 +115,8 @@ class CallSession:
                     self.error = error
                 envelope = ev.permission_request(event)
                 phase.envelope = envelope if self.state == "input-required" else None
+                if "statusUpdate" in event or "task" in event:
+                    phase.question = ev.pipeline_question(event)
                 self.view.event(event)
         finally:
             close = getattr(stream, "aclose", None)
@@ -173,6 +180,21 @@ class CallSession:
                     return ExitCode.INTERRUPTED
                 phase = self._send(answer_request(phase.envelope, decision))
                 continue
+            if phase.question is not None and self.state == "input-required":
+                self.view.pipeline_question(phase.question, interactive=self.interactive,
+                                            follow_up=self._follow_up())
+                if not self.interactive or self.ask_pipeline is None:
+                    self.view.finish({"state": self.state, "taskId": self.task_id, "contextId": self.context_id,
+                                      "usage": self.usage})
+                    return ExitCode.INPUT_REQUIRED
+                try:
+                    reply = self.ask_pipeline(phase.question)
+                except (KeyboardInterrupt, EOFError):
+                    self._cancel_remote()
+                    return ExitCode.INTERRUPTED
+                phase = self._send(message_request(reply, metadata=self.metadata, context_id=self.context_id,
+                                                   task_id=self.task_id))
+                continue
             self.view.finish({"state": self.state, "taskId": self.task_id, "contextId": self.context_id,
                               "usage": self.usage})
             if self.state in ("failed", "rejected", "canceled", "auth-required"):
@@ -180,6 +202,13 @@ class CallSession:
                     self.view.error(self._workspace_hint(), ExitCode.TASK_FAILED)
                 return ExitCode.TASK_FAILED
             return ExitCode.OK
+
+    def _follow_up(self) -> str:
+        """The command line that answers the pipeline's question later (a piped call cannot ask)."""
+        target = shlex.quote(shown_url(self.url)) if self.url else "<url>"
+        parts = ["iac-code a2a-client call --url", target, *self.follow_up_flags, "--task-id",
+                 shlex.quote(self.task_id), "--context-id", shlex.quote(self.context_id), "-p", "'<answer>'"]
+        return " ".join(parts)
 
     def _workspace_hint(self) -> str:
         """The agent refused the workspace: which one this client sent, why, and how to choose another."""

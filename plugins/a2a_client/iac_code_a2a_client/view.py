@@ -38,6 +38,9 @@ class View:
 
     def permission(self, envelope: dict[str, Any], *, interactive: bool, url: str = "") -> None: ...
 
+    def pipeline_question(self, question: dict[str, Any], *, interactive: bool, follow_up: str = "") -> None:
+        """Show the question a pipeline stopped on; without a terminal, also how to answer it."""
+
     def finish(self, summary: dict[str, Any]) -> None: ...
 
     def note(self, text: str) -> None: ...
@@ -45,6 +48,15 @@ class View:
     def error(self, text: str, code: int) -> None: ...
 
     def close(self) -> None: ...
+
+
+def _reason(data: dict[str, Any]) -> str:
+    """The human part of an event's ``data``: its message, reason or error."""
+    for key in ("message", "reason", "error", "summary"):
+        value = data.get(key)
+        if value:
+            return str(value.get("message", value) if isinstance(value, dict) else value)
+    return ""
 
 
 class JsonView(View):
@@ -70,6 +82,10 @@ class JsonView(View):
     def permission(self, envelope: dict[str, Any], *, interactive: bool, url: str = "") -> None:
         if not interactive:
             self._line({"permissionRequest": envelope})
+
+    def pipeline_question(self, question: dict[str, Any], *, interactive: bool, follow_up: str = "") -> None:
+        if not interactive:
+            self._line({"pipelineQuestion": question, "answerWith": follow_up})
 
     def error(self, text: str, code: int) -> None:
         self._err.write(f"Error: {text}\n")
@@ -140,6 +156,8 @@ class TextView(View):
             return
         if kind != "statusUpdate":
             return
+        for pipeline_event in ev.pipeline_events(event):
+            self._pipeline(pipeline_event)
         meta = ev.iac_metadata(obj)
         tool = meta.get("tool")
         if isinstance(tool, dict):
@@ -177,6 +195,85 @@ class TextView(View):
         elif status == "failed":
             error = tool.get("result", {}).get("error", "") if isinstance(tool.get("result"), dict) else ""
             self._say(f"[red]✗[/red] {name}: {escape(str(error)[:200])}")
+
+    def _pipeline(self, event: dict[str, Any]) -> None:
+        """One line for a pipeline event worth a person's attention (docs/pipeline.md, "Events")."""
+        kind = str(event.get("eventType", ""))
+        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        step = escape(str(data.get("stepId") or (event.get("step") or {}).get("id", "") or ""))
+        candidate = f"candidate {data.get('candidateIndex', '?')} {escape(str(data.get('candidateName', '')))}"
+        if kind == "pipeline_started":
+            self._say(f"[bold]pipeline {escape(str(data.get('pipelineName') or event.get('pipelineName', '')))}"
+                      f"[/bold] started")
+        elif kind == "pipeline_resumed":
+            self._say("[bold]pipeline resumed[/bold]")
+        elif kind == "step_started":
+            self._say(f"[cyan]▸[/cyan] {step}")
+        elif kind == "step_completed":
+            self._say(f"[green]✓[/green] {step}")
+        elif kind == "step_failed":
+            self._say(f"[red]✗[/red] {step}: {escape(_reason(data))}")
+        elif kind == "candidate_started":
+            self._say(f"  [cyan]▸[/cyan] {candidate}")
+        elif kind == "candidate_step_failed":
+            self._say(f"  [red]✗[/red] {candidate} {step}: {escape(_reason(data))}")
+        elif kind == "candidate_completed":
+            cost = data.get("totalMonthlyCost")
+            self._say(f"  [green]✓[/green] {candidate}" + (f" · {escape(str(cost))}" if cost else ""))
+        elif kind == "candidate_failed":
+            self._say(f"  [red]✗[/red] {candidate}: {escape(_reason(data))}")
+        elif kind == "artifact_created":
+            artifact = event.get("artifact") if isinstance(event.get("artifact"), dict) else {}
+            name = artifact.get("filename") or artifact.get("name") or data.get("filename") or data.get("name") or "artifact"
+            self._say(f"  [cyan]artifact[/cyan] {escape(str(name))}")
+        elif kind == "pipeline_warning":
+            self._say(f"[yellow]! {escape(str(data.get('code', 'warning')))}[/yellow] {escape(_reason(data))}")
+        elif kind == "input_received":
+            answer = data.get("action") or data.get("selectedLabel") or data.get("freeText") or ""
+            self._say("[dim]↳ answer received" + (f": {escape(str(answer))}" if answer else "") + "[/dim]")
+        elif kind == "rollback_completed":
+            self._say(f"[yellow]↺ back to {escape(str(data.get('toStepId') or data.get('toStep') or ''))}[/yellow]")
+        elif kind in ("pipeline_completed", "pipeline_canceled", "pipeline_failed"):
+            style = {"pipeline_completed": "green", "pipeline_canceled": "yellow"}.get(kind, "red")
+            self._say(f"[{style}]● {kind.replace('_', ' ')}[/{style}]"
+                      + (f": {escape(_reason(data))}" if kind == "pipeline_failed" else ""))
+        elif kind == "pipeline_handoff_ready":
+            self._say(f"[bold]→ handoff[/bold]: {escape(str(data.get('action', '')))} "
+                      f"({escape(str(data.get('outcome', '')))}); the next messages go to normal chat")
+
+    def pipeline_question(self, question: dict[str, Any], *, interactive: bool, follow_up: str = "") -> None:
+        self._stop_spin()
+        self._end_line()
+        options = [o for o in question.get("options", []) or [] if isinstance(o, dict)]
+        self.console.print(f"[bold cyan]Pipeline question[/bold cyan] ({escape(str(question.get('kind', '')))}): "
+                           f"{escape(str(question.get('prompt') or question.get('question') or ''))}")
+        if any("total_monthly_cost" in o for o in options):
+            table = Table("#", "Candidate", "Monthly cost")
+            for o in options:
+                table.add_row(str(o.get("candidate_index", "")), str(o.get("name", "")),
+                              str(o.get("total_monthly_cost", "")))
+            self.console.print(table)
+            for o in options:
+                if o.get("architecture_diagram"):
+                    self.console.print(f"candidate {o.get('candidate_index', '')} {o.get('name', '')}:",
+                                       markup=False)
+                    self.console.print(f"```mermaid\n{str(o['architecture_diagram']).rstrip()}\n```",
+                                       markup=False, highlight=False)
+        for number, o in enumerate(options, 1):
+            label = str(o.get("name") or o.get("label") or o.get("action") or o.get("id") or "")
+            if o.get("action") and str(o["action"]).lower() != label.lower():
+                label = f"{o['action']}: {label}"
+            index = o.get("candidate_index", number)
+            self.console.print(f"  {index}. {label}", markup=False)
+        if question.get("kind") == "deployment_confirmation":
+            for key in ("template_url", "cost"):
+                value = question.get(key)
+                if isinstance(value, dict):
+                    value = value.get("total_monthly_cost") or value.get("total") or ""
+                if value:
+                    self.console.print(f"  {key.replace('_', ' ')}: {value}", markup=False)
+        if not interactive and follow_up:
+            self.console.print(f"Answer it with: {follow_up}", markup=False, soft_wrap=True)
 
     def _artifact(self, artifact: dict[str, Any]) -> None:
         parts = artifact.get("parts", []) or []
