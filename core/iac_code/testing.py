@@ -257,6 +257,39 @@ class ScriptedRuntime:
                                  description="Plays back the runtime events a test scripted.")]
 
 
+class GatedRuntime:
+    """An agent runtime whose turn streams one delta, then waits until :attr:`release` is set (or the turn is
+    cancelled): a turn that stays running as long as a test needs (``started``, ``cancelled`` say how far it got)."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        yield TextDelta("working on it")
+        self.started.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        yield TextDelta(" done")
+
+
+class GatedRuntimePlugin:
+    """Registers one :class:`GatedRuntime` (its :attr:`runtime`) as ``agent-runtime: gated``."""
+
+    def __init__(self) -> None:
+        self.runtime = GatedRuntime()
+
+    @hookimpl
+    def iac_code_agent_runtimes(self) -> list[AgentRuntimeSpec]:
+        return [AgentRuntimeSpec(name="gated", create_runtime=lambda context: self.runtime)]
+
+
 # --------------------------------------------------------------------------- the command line
 
 

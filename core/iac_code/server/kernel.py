@@ -277,7 +277,7 @@ class Kernel:
                 raise StartupError("mode: pipeline needs a pipeline plugin; none is installed. "
                                    "Install it with: pip install 'iac-code[a2a]'")
             return chat
-        explicit = "pipeline_name" in (self.config._explicit_keys or ()) or self.config.mode == "pipeline"
+        explicit = "pipeline_name" in self.config.explicit_keys or self.config.mode == "pipeline"
         if default not in self.pipeline_specs and not explicit:
             default = sorted(self.pipeline_specs)[0]  # nobody asked for the default one: any installed pipeline
         if default not in self.pipeline_specs:

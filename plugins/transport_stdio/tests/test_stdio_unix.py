@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from iac_code.api import AgentRuntimeSpec, RuntimeEvent, StartupError, TextDelta, TurnRequest, hookimpl
-from iac_code.testing import RunningServer, make_kernel, send_message_body, start_server
+from iac_code.api import StartupError
+from iac_code.testing import GatedRuntime, GatedRuntimePlugin, RunningServer, make_kernel, send_message_body, start_server
 from iac_code_transport_stdio.ndjson_client import NdjsonClient
 
 IAC_CODE = str(Path(sys.executable).parent / "iac-code")
@@ -34,38 +34,6 @@ async def collect(client: NdjsonClient, payload: dict[str, Any], **kwargs: Any) 
 
 def state_of(task: dict[str, Any]) -> str:
     return str(task["status"]["state"])
-
-
-class GatedRuntime:
-    """Streams one delta, then waits until ``release`` is set (or the turn is cancelled)."""
-
-    name = "gated"
-
-    def __init__(self) -> None:
-        self.release = asyncio.Event()
-        self.started = asyncio.Event()
-        self.cancelled = asyncio.Event()
-
-    async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
-        yield TextDelta("working on it")
-        self.started.set()
-        try:
-            await self.release.wait()
-        except asyncio.CancelledError:
-            self.cancelled.set()
-            raise
-        yield TextDelta(" done")
-
-
-class GatedRuntimePlugin:
-    """Registers one :class:`GatedRuntime` as ``agent-runtime: gated``."""
-
-    def __init__(self) -> None:
-        self.runtime = GatedRuntime()
-
-    @hookimpl
-    def iac_code_agent_runtimes(self) -> list[AgentRuntimeSpec]:
-        return [AgentRuntimeSpec(name="gated", create_runtime=lambda context: self.runtime)]
 
 
 @pytest.fixture
