@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import A2A_HEADERS, connect_client, next_sse_data, send_message_body, start_server
@@ -106,6 +106,9 @@ def _assert_committed_pairs(events: list[Event]) -> None:
 
 
 def _assert_sound(events: list[Event]) -> None:
+    for i, event in enumerate(events):  # every ack is followed by the publication it acknowledges
+        if event["eventType"] == "backup_committed":
+            assert events[i + 1]["eventId"] == event["data"]["committedEventId"], _types(events)
     assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
     assert len({e["eventId"] for e in events}) == len(events)
     for step in ("intent_parsing", "architecture_planning", "evaluate_candidates", "confirm_and_select", "deploying"):
@@ -217,6 +220,9 @@ async def test_an_unwritable_backup_dir_blocks_the_publication_until_a_retry_suc
         wire = json.dumps(first, ensure_ascii=False)
         assert str(tmp_path) not in wire and "backups" not in blocked["data"]["error"]  # never a local path
         context_id, task_id = last["contextId"], last["taskId"]
+        task = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert task["metadata"]["iac_code"]["backupBlocked"] == blocked["data"]  # on the task, for GetTask/ListTasks
 
         again = await _send(client, "retry", context_id=context_id, task_id=task_id, n=2)
         assert _types(_pipeline(again)) == ["backup_blocked"]  # still unwritable: blocked again, nothing else
@@ -230,6 +236,8 @@ async def test_an_unwritable_backup_dir_blocks_the_publication_until_a_retry_suc
         assert published[1]["data"]["kind"] == "candidate_selection"
         assert [o["candidate_index"] for o in published[1]["data"]["options"]] == [1, 2, 3]
         assert "backupBlocked" not in _last(retried)["metadata"]["iac_code"]
+        task = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
+        assert "backupBlocked" not in task["metadata"]["iac_code"]  # cleared by the committed publication
         assert "candidate 2" in _said(retried)
 
         # Blocked again at the end: the terminal event and the handoff wait, the answer is not asked for again.
@@ -353,7 +361,9 @@ async def _server_process(config: Path, workspace: Path, env: dict[str, str]) ->
 
 
 async def _stream(http: aiohttp.ClientSession, url: str, text: str, *, n: int, context_id: str = "",
-                  metadata: Event | None = None) -> tuple[list[Event], Event]:
+                  metadata: Event | None = None, stop: str = "") -> tuple[list[Event], Event]:
+    """One streamed turn: its pipeline events and last status update; ``stop``: return as soon as an event of that
+    type arrives (the caller then kills the server)."""
     fields: Event = {"contextId": context_id} if context_id else {}
     if metadata:
         fields["metadata"] = metadata
@@ -374,6 +384,8 @@ async def _stream(http: aiohttp.ClientSession, url: str, text: str, *, n: int, c
             section = update.get("metadata", {}).get("iac_code", {})
             events += [section["pipeline"]] if "pipeline" in section else section.get("pipelineBatch", {}).get(
                 "events", [])
+            if stop and stop in _types(events):
+                return events, last
             if update.get("final") is True or update["status"]["state"] in ("TASK_STATE_INPUT_REQUIRED",
                                                                             "TASK_STATE_FAILED"):
                 return events, last
@@ -409,6 +421,45 @@ async def test_a_blocked_backup_survives_kill_9_and_is_retried_after_the_restart
             _assert_committed_pairs(everything)
             assert (await _state(url, context_id))["events"] == everything
             assert (_context_dir(backups, context_id) / "0000000001.json").is_file()
+
+
+@pytest.mark.parametrize("turn", [1, 2])
+async def test_kill_9_right_after_a_backup_commit_leaves_the_pair_whole(turn: int, tmp_path: Path) -> None:
+    """Killed the moment ``backup_committed`` is streamed (the question's in turn 1, the terminal event's in turn 2):
+    after the restart the journal holds the ack with its publication, the run goes on to the handoff, every
+    protected publication paired, the journal gapless and equal to what the state endpoint returns."""
+    backups, workspace = tmp_path / "backups", tmp_path / "work"
+    workspace.mkdir()
+    config = tmp_path / "conf" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"mode": "pipeline", "persistence-dir": str(tmp_path / "state"),
+                                      "backup-dir": str(backups)}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IACCODE_A2A_", "IAC_CODE_"))}
+    env["IAC_CODE_CONFIG_DIR"] = str(config.parent)
+    async with aiohttp.ClientSession() as http:
+        async with _server_process(config, workspace, env) as (proc, url):
+            events, last = await _stream(http, url, PROMPT, n=1, metadata={"iac_code": RICH},
+                                         stop="backup_committed" if turn == 1 else "")
+            context_id = events[0]["contextId"]
+            if turn == 2:
+                events, _ = await _stream(http, url, "方案 2", n=2, context_id=context_id, stop="backup_committed")
+            proc.kill()
+            await proc.wait()
+        async with _server_process(config, workspace, env) as (_, url):
+            journaled = (await _state(url, context_id))["events"]
+            assert all(e in journaled for e in events)  # everything streamed was journaled
+            ack = [e for e in events if e["eventType"] == "backup_committed"][-1]  # the ack the kill followed
+            assert journaled[journaled.index(ack) + 1]["eventId"] == ack["data"]["committedEventId"]  # with its event
+            if turn == 1:
+                await _stream(http, url, "方案 2", n=3, context_id=context_id)
+            elif "pipeline_handoff_ready" not in _types(journaled):  # the kill may also have come after the handoff
+                await _stream(http, url, "continue", n=3, context_id=context_id)
+            final = (await _state(url, context_id))["events"]
+            assert final[:len(journaled)] == journaled
+            assert _types(final)[-2:] == ["backup_committed", "pipeline_handoff_ready"]
+            assert _types(final).count("pipeline_completed") == 1 and _types(final).count("input_required") == 1
+            _assert_sound(final)
+            _assert_committed_pairs(final)
 
 
 async def test_a_staging_dir_without_a_backup_dir_is_a_configuration_error(tmp_path: Path) -> None:
