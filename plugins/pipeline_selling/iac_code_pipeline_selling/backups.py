@@ -45,15 +45,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from iac_code.api import PipelineServices, Progress, TurnRequest, atomic_write, private_dir, read_private_file, spawn
 from iac_code_pipeline_selling.journal import Journal, JournalStore, envelope, now_iso, once_key
-
-if TYPE_CHECKING:
-    from iac_code_pipeline_selling.runner import RunTurn
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +79,23 @@ TEXTS = {
 def _text(language: str, key: str, **values: Any) -> str:
     table = TEXTS.get(language, TEXTS.get(language.split("-")[0].lower(), TEXTS["en"]))
     return table[key].format(**values)
+
+
+class RunTurn(Protocol):
+    """What a gate uses of a pipeline's turn (:class:`iac_code_pipeline_selling.runner.RunTurn`)."""
+
+    turn: TurnRequest
+    state: dict[str, Any]
+    out: asyncio.Queue[Any]
+    layout: Any
+    language: str
+    pipeline: Any
+
+    def say(self, message: str) -> None: ...
+
+    async def emit(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+
+    async def ask(self, *args: Any, **kwargs: Any) -> None: ...
 
 
 class BackupConfig(BaseModel):
