@@ -371,8 +371,8 @@ PLUGIN_KEYS: dict[str, tuple[str, str]] = {
                      "push_max_attempts", "push_retry_base_delay", "push_retry_max_delay", "push_concurrency",
                      "push_lease_timeout_ms", "push_signing", "push_allowed_hosts"), ("push", "a2a")),
     "card_legacy_fields": ("compat-v03", "a2a"),
-    **dict.fromkeys(("pipeline_batch_max_events", "pipeline_batch_max_bytes", "pipeline_batch_delay_ms"),
-                    ("pipeline-selling", "a2a")),
+    **dict.fromkeys(("pipeline_batch_max_events", "pipeline_batch_max_bytes", "pipeline_batch_delay_ms",
+                     "backup_dir", "backup_tmp_dir"), ("pipeline-selling", "a2a")),
 }
 
 

@@ -14,7 +14,7 @@ import json
 import os
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,15 @@ def once_key(event: Mapping[str, Any]) -> tuple[str, ...] | None:
     return (str(event.get("pipelineRunId", "")), str(event["eventType"]),
             str((event.get("step") or {}).get("runId", "")), str((event.get("candidate") or {}).get("runId", "")),
             str((event.get("candidateStep") or {}).get("runId", "")), str(data.get("stepId", "")),
-            str(data.get("code", "")))
+            str(data.get("code", "")), str(data.get("backupGeneration", "")))
+
+
+def torn_pair(event: Mapping[str, Any]) -> bool:
+    """Whether ``event``, the journal's last, is a ``backup_committed`` whose committed publication (journaled with
+    it in one write, right after it) is missing: what a write torn between the two leaves."""
+    data = event.get("data") if isinstance(event.get("data"), Mapping) else {}
+    return (event.get("eventType") == "backup_committed"
+            and data.get("committedSequence") == event.get("sequence", 0) + 1)
 
 
 def now_iso() -> str:
@@ -102,7 +110,7 @@ class Journal:
     @staticmethod
     def _read(path: Path) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        valid = 0
+        valid = before_last = 0
         with path.open("rb") as handle:
             data = handle.read()
         offset = 0
@@ -116,8 +124,11 @@ class Journal:
                 if not isinstance(event, dict) or not isinstance(event.get("sequence"), int):
                     break
                 events.append(event)
-                valid = min(end, len(data))
+                before_last, valid = valid, min(end, len(data))
             offset = end
+        if events and torn_pair(events[-1]):  # the first half of a pair whose second half was lost: torn too
+            events.pop()
+            valid = before_last
         if valid < len(data):  # drop the torn tail so the next append starts on a fresh line
             with contextlib.suppress(OSError), path.open("r+b") as handle:
                 handle.truncate(valid)
@@ -130,8 +141,14 @@ class Journal:
 
     def append(self, event: dict[str, Any]) -> None:
         """Write ``event`` durably (one fsynced JSON line), then remember it. Runs in a worker thread."""
+        self.append_many([event])
+
+    def append_many(self, events: list[dict[str, Any]]) -> None:
+        """Write ``events`` durably in one write and one fsync (a kill -9 keeps all or, torn, the ones before the
+        torn line), then remember them. Runs in a worker thread."""
         if self.path is not None:
-            line = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+            line = b"".join(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+                            for event in events)
             created = not self.path.exists()
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
@@ -143,8 +160,9 @@ class Journal:
                 os.close(fd)
             if created:
                 fsync_dir(self.path.parent)
-        self.events.append(event)
-        self._remember(event)
+        for event in events:
+            self.events.append(event)
+            self._remember(event)
 
     def after(self, sequence: int) -> list[dict[str, Any]]:
         """The events with a sequence greater than ``sequence``."""
@@ -197,6 +215,18 @@ class JournalStore:
         journal = self.journal(context_id)
         return journal if journal.events else None
 
+    @contextlib.asynccontextmanager
+    async def locked(self, context_id: str) -> AsyncIterator[Journal]:
+        """The context's journal with its lock held: nothing else is journaled meanwhile (for a publication that
+        must know its sequence before it is journaled, e.g. one gated by a critical backup)."""
+        journal = self.journal(context_id)
+        journal.users += 1
+        try:
+            async with journal.lock:
+                yield journal
+        finally:
+            journal.users -= 1
+
     async def publish(self, context_id: str, build: Callable[[int], dict[str, Any]],
                       on_event: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Number, journal, hand on and return one event, all under the journal's lock (so ``on_event`` sees the
@@ -204,19 +234,14 @@ class JournalStore:
 
         A lifecycle event the journal already holds (same :func:`once_key`: a step redone after a crash) is
         neither journaled nor published again; the journaled one is returned."""
-        journal = self.journal(context_id)
-        journal.users += 1
-        try:
-            async with journal.lock:
-                event = build(journal.last_sequence + 1)
-                key = once_key(event)
-                if key is not None and key in journal.published:
-                    return journal.published[key]
-                await asyncio.to_thread(journal.append, event)
-                on_event(event)
-                return event
-        finally:
-            journal.users -= 1
+        async with self.locked(context_id) as journal:
+            event = build(journal.last_sequence + 1)
+            key = once_key(event)
+            if key is not None and key in journal.published:
+                return journal.published[key]
+            await asyncio.to_thread(journal.append, event)
+            on_event(event)
+            return event
 
 
 def envelope(sequence: int, *, event_type: str, scope: str, status: str | None, data: Mapping[str, Any],

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
+from iac_code_pipeline_selling.backups import BackupConfig, config_problems
 from iac_code_pipeline_selling.batching import BatchingPipeline, BatchSettings, PipelineBatchConfig
 from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
@@ -69,9 +70,18 @@ def create_solution_first(services: PipelineServices) -> BatchingPipeline:
     return batching(SolutionFirstPipeline(services, shared_store(services)), services)
 
 
+class PipelineConfig(PipelineBatchConfig, BackupConfig):
+    """The keys the selling pipelines add to the configuration: event batching and critical backups."""
+
+
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
-    return PipelineBatchConfig
+    return PipelineConfig
+
+
+@hookimpl
+def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
+    return config_problems(config)
 
 
 @hookimpl

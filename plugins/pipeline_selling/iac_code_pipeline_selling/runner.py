@@ -32,6 +32,7 @@ from iac_code.api import (
     read_private_file,
 )
 from iac_code_pipeline_selling.answers import match_question
+from iac_code_pipeline_selling.backups import Backups
 from iac_code_pipeline_selling.journal import JournalStore, envelope
 from iac_code_pipeline_selling.pricing import PriceTable
 from iac_code_pipeline_selling.texts import text
@@ -102,9 +103,10 @@ class RunTurn:
 
     async def emit(self, event_type: str, scope: str, status: str | None, data: Mapping[str, Any], *,
                    extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "",
-                   verbatim: bool = False) -> dict[str, Any]:
+                   verbatim: bool = False, protect: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Journal one event, then queue it as a Progress (under the journal's lock, so the queue keeps sequence order);
-        ``verbatim`` keeps ``data``'s keys as given."""
+        ``verbatim`` keeps ``data``'s keys as given. ``protect``: a protected publication, gated by a critical backup
+        when backups are on (:mod:`.backups`; it says how to publish the event again if the backup fails)."""
         turn = self.turn
 
         def build(sequence: int) -> dict[str, Any]:
@@ -115,7 +117,10 @@ class RunTurn:
         def publish(event: dict[str, Any]) -> None:
             self.out.put_nowait(Progress({"pipeline": event}, text=message, final=final))
 
-        event = await self.pipeline.store.publish(turn.context_id, build, publish)
+        if protect is not None and self.pipeline.backups.enabled:
+            event = await self.pipeline.backups.publish(self, event_type, protect, build, publish)
+        else:
+            event = await self.pipeline.store.publish(turn.context_id, build, publish)
         self.state["lastSequence"] = max(int(self.state.get("lastSequence", 0)), event["sequence"])  # not a replayed one
         return event
 
@@ -155,12 +160,15 @@ class RunTurn:
     async def ask(self, step_id: str, data: Mapping[str, Any], said: str, *, required: bool = True,
                   verbatim: bool = False) -> None:
         """Pause on ``step_id``: the text for generic clients, then the ``input_required`` event (the turn's last
-        status carries it)."""
-        self.say(said)
+        status carries it). A protected publication: behind a critical backup, the text goes with the event."""
+        if not self.pipeline.backups.enabled:
+            self.say(said)
         extra: dict[str, Any] = {"step": self.step(step_id)}
         if required:
             extra["input"] = {**data, "required": True}
-        await self.emit("input_required", "step", "input_required", data, extra=extra, final=True, verbatim=verbatim)
+        await self.emit("input_required", "step", "input_required", data, extra=extra, final=True, verbatim=verbatim,
+                        protect={"op": "ask", "step_id": step_id, "data": dict(data), "said": said,
+                                 "required": required, "verbatim": verbatim})
 
     async def kernel_done(self) -> None:
         """Wait until the kernel has handled every event queued so far (e.g. stored an artifact)."""
@@ -185,6 +193,7 @@ class PipelineRuntime:
         self.prices = prices or PriceTable.load()
         config = getattr(services.context, "config", None)
         self.deployer = str(getattr(config, "deployer", "none") or "none")
+        self.backups = Backups.shared(services, store)
 
     @property
     def name(self) -> str:
@@ -236,8 +245,13 @@ class PipelineRuntime:
         """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
         state = self._load_state(turn) if turn.run_mode == "pipeline" else None
         if turn.run_mode != "pipeline" or (state is not None and state.get("phase") == "handed_off"):
+            said: list[str] = []
             async for event in self.services.chat.run_turn(turn):
+                if isinstance(event, TextDelta):
+                    said.append(event.text)
                 yield event
+            if state is not None:  # the handed-off session's turn-end checkpoint (non-blocking)
+                self.backups.checkpoint(turn, state, "".join(said))
             return
         if self.engine is None:
             yield TurnFailed(f"The {self.layout.name} pipeline needs an IaC engine and none is installed.")
@@ -249,7 +263,7 @@ class PipelineRuntime:
 
         async def drive() -> None:
             try:
-                await self._drive(run)
+                await self.backups.drive(run, self._drive)  # a blocked backup's retry, else the pipeline
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -407,9 +421,11 @@ class PipelineRuntime:
                               "early_exit": ("pipeline_completed", "completed"),
                               "canceled": ("pipeline_canceled", "canceled"),
                               "failed": ("pipeline_failed", "failed")}[outcome]
-        await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary})
+        resume = {"op": "finish", "outcome": outcome, "summary": summary}  # both protected publications
+        await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary}, protect=resume)
         await run.emit("pipeline_handoff_ready", "pipeline", status, {
-            "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary})
+            "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary},
+            protect=resume)
         run.state["phase"] = "handed_off"
         run.state["outcome"] = outcome
         run.state.pop("pendingInput", None)
