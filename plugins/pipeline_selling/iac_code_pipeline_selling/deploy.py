@@ -263,7 +263,8 @@ class RosDeploy:
     async def _create(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any], client: RosClient,
                       body: str) -> bool:
         """CreateStack (recorded ``creating`` first, the stack id after); ``False`` when the deploy failed."""
-        if record["phase"] != "creating":
+        sent_before = record["phase"] == "creating"  # a resume: ROS may have created the stack already
+        if not sent_before:
             record.update(phase="creating", creatingAt=time.time())
             await run.record(step_id, status="running")  # durable before ROS hears of it
         deadline = time.monotonic() + self.settings.wait_timeout
@@ -276,7 +277,7 @@ class RosDeploy:
                     client_token=record["clientToken"], timeout_minutes=self.settings.stack_timeout_minutes)
                 break
             except RosError as error:
-                if error.code == STACK_EXISTS:
+                if error.code == STACK_EXISTS and (sent_before or attempt > 1):  # never someone else's on a first try
                     adopted = await self._adopt(client, record)
                     if adopted:
                         stack_id = adopted

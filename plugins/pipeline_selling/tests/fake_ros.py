@@ -72,6 +72,13 @@ class FakeRos:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    def add_stack(self, name: str, region: str = "cn-hangzhou") -> str:
+        """A stack somebody else created (not counted in ``created``); its id."""
+        stack_id = str(uuid.uuid4())
+        self.stacks[stack_id] = FakeStack(stack_id, name, region, "", [], {},
+                                          datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"), status="CREATE_COMPLETE")
+        return stack_id
+
     def release(self) -> None:
         """Let held stacks reach their final status on their next poll."""
         self.hold = False

@@ -125,6 +125,8 @@ async def test_a_selling_run_deploys_after_the_callers_allow(fake_ros: Any) -> N
         before, envelope = await until_permission(client)
         check_permission(before, envelope, "iac-code-")
         assert fake_ros.created == 0 and fake_ros.calls == []  # asked before anything reached ROS
+        waiting = (await state_of(server.url, envelope["contextId"]))["snapshot"]
+        assert waiting["pendingInput"] == envelope and waiting["status"] == "input_required"
         assert [e["eventType"] for e in before[-4:]] == ["input_received", "step_completed", "step_started",
                                                          "permission_requested"]
 
@@ -158,6 +160,7 @@ async def test_a_selling_run_deploys_after_the_callers_allow(fake_ros: Any) -> N
         state = await state_of(server.url, context_id)
         assert state["events"] == before + after  # the state endpoint: exactly what was streamed
         assert [e["sequence"] for e in state["events"]] == list(range(1, len(state["events"]) + 1))
+        assert state["snapshot"]["stack"] == progress[-1]["data"] and state["snapshot"]["pendingInput"] is None
 
         chat = await send(client, "Add a second vSwitch to the template", n=11, context_id=context_id)
         assert not pipeline_events(chat) and fake_ros.created == 1  # chat now; the deploy is not repeated
@@ -254,6 +257,20 @@ async def test_a_stack_that_fails_fails_the_step_with_a_sanitised_reason(fake_ro
         for secret in (SECRET, KEY_ID, "/home/admin"):
             assert secret not in everything
         assert fake_ros.created == 1
+
+
+async def test_a_stack_name_taken_by_another_stack_fails_without_adopting_it(fake_ros: Any) -> None:
+    async with start_server(settings(fake_ros)) as server, connect_client(server) as client:
+        _, envelope = await until_permission(client, rich=False)
+        theirs = fake_ros.add_stack(envelope["operation"]["target"]["name"])
+        answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=10)
+        after = pipeline_events(answered)
+        assert [e["eventType"] for e in after] == ["permission_resolved", "step_failed", "pipeline_failed",
+                                                   "pipeline_handoff_ready"]
+        failed = after[1]["data"]
+        assert failed["error"] == "create_stack_failed" and failed["rosCode"] == "StackExists"
+        assert "stack_id" not in failed["deployment"] and theirs not in json.dumps(after)
+        assert fake_ros.created == 0 and list(fake_ros.stacks) == [theirs] and "ListStacks" not in fake_ros.calls
 
 
 async def test_deploy_settings_are_checked_and_the_secret_masked(tmp_path: Any) -> None:
