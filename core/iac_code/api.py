@@ -148,6 +148,7 @@ from iac_code.security.log_limits import RateLimitedLog
 from iac_code.security.workspace import is_protected_file, is_within
 from iac_code.server.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.tasks.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
+from iac_code.tasks.permissions import envelope as permission_envelope
 from iac_code.tasks.task_events import DEFAULT_RETAINED_EVENTS, Event, missed, seq_of, version_number
 from iac_code.tasks.task_store import (
     DEFAULT_PAGE_SIZE,
@@ -319,6 +320,7 @@ __all__ = [
     "normalise_name",
     "order_key",
     "peek",
+    "permission_envelope",
     "private_dir",
     "protocol_error",
     "public_jwks",

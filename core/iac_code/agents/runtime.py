@@ -109,7 +109,13 @@ class PermissionRequest:
     reads ``allowed``: the kernel has decided by then (rules, auto-approval or
     the caller's interactive answer). ``operation`` describes cloud calls
     (``product``, ``action``, ``region``, ``stackName``, ``stackId``,
-    ``deploymentSummary``); ``is_read_only`` is ``None`` when unknown.
+    ``deploymentSummary``; with ``apiCalls`` and ``target`` it is also shown
+    as the envelope's since-0.13 §6 ``operation``); ``is_read_only`` is ``None``
+    when unknown. ``input_id``: the id the caller's answer must name (the
+    kernel makes one when empty), so a runtime that announces the question
+    itself (a pipeline's ``permission_requested``) knows it beforehand.
+    With ``allowed`` the kernel also sets ``decided_by``: ``rule``,
+    ``auto-approve``, ``interactive`` or ``timeout``.
     """
 
     tool_use_id: str
@@ -118,6 +124,8 @@ class PermissionRequest:
     is_read_only: bool | None = None
     operation: Mapping[str, Any] = field(default_factory=dict)
     allowed: bool | None = None
+    input_id: str = ""
+    decided_by: str = ""
 
 
 @dataclass(frozen=True)

@@ -373,6 +373,9 @@ PLUGIN_KEYS: dict[str, tuple[str, str]] = {
     "card_legacy_fields": ("compat-v03", "a2a"),
     **dict.fromkeys(("pipeline_batch_max_events", "pipeline_batch_max_bytes", "pipeline_batch_delay_ms",
                      "backup_dir", "backup_tmp_dir"), ("pipeline-selling", "a2a")),
+    **dict.fromkeys(("deployer", "ros_endpoint", "ros_region", "ros_access_key_id", "ros_access_key_secret",
+                     "ros_poll_interval_seconds", "ros_wait_timeout_seconds", "ros_stack_timeout_minutes"),
+                    ("pipeline-selling", "a2a")),
 }
 
 

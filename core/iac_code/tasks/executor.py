@@ -234,7 +234,7 @@ class RuntimeExecutor(AgentExecutor):
         decision = self.policy.decide(request)
         input_id = ""
         if decision is None:
-            input_id, answer = self.broker.register(task_id, context_id, request.tool_use_id)
+            input_id, answer = self.broker.register(task_id, context_id, request.tool_use_id, request.input_id)
             try:
                 note = {"autoApproved": False, "pending": True, "toolName": request.tool_name,
                         "toolUseId": request.tool_use_id}
@@ -254,6 +254,7 @@ class RuntimeExecutor(AgentExecutor):
         recorded = await self._audit.append(audit_record(
             request, task_id=task_id, context_id=context_id, owner=owner, decision=decision, input_id=input_id))
         allowed = decision.allow and recorded  # an allow that cannot be audited fails closed
+        request.decided_by = decision.source
         if decision.source == "interactive":
             effective = ALLOW_ONCE if allowed else DENY
             ack = ack_message(task_id=task_id, context_id=context_id, input_id=input_id,

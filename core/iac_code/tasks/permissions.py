@@ -43,6 +43,7 @@ ACK_KIND = "permission_ack"
 DENY = "deny"
 ANSWER_FIELDS = frozenset({"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"})
 ALIYUN_API = "aliyun_api"
+ROS_DEPLOY = "ros_deploy"  # a pipeline's stack creation: a cloud change like a write through aliyun_api
 PERMISSION_NOT_ACTIVE = "permission_resume_invalid: pending permission is not active."
 _EXACT_API_RULE = re.compile(r"aliyun_api\((?P<product>[A-Za-z0-9_-]+):(?P<action>[A-Za-z0-9_]+)\)")
 READ_TOOLS = frozenset({"read_file", "glob", "grep", "list_files"})
@@ -59,8 +60,9 @@ class Decision:
 
 
 def is_protected(request: PermissionRequest) -> bool:
-    """A cloud API call not proven read-only: only an exact per-API rule may allow it."""
-    return request.tool_name == ALIYUN_API and request.is_read_only is not True
+    """A cloud API call not proven read-only, or a deploy: only an exact rule may allow it (an exact per-API rule
+    for ``aliyun_api``, the tool's own name for ``ros_deploy``)."""
+    return request.tool_name in (ALIYUN_API, ROS_DEPLOY) and request.is_read_only is not True
 
 
 def _api_of(request: PermissionRequest) -> tuple[str, str]:
@@ -79,7 +81,7 @@ class PermissionPolicy:
     def decide(self, request: PermissionRequest) -> Decision | None:
         if any(self._matches(rule, request) for rule in self._deny):
             return Decision(False, "rule")
-        exact = [r for r in self._allow if _EXACT_API_RULE.fullmatch(r)]
+        exact = [r for r in self._allow if _EXACT_API_RULE.fullmatch(r) or r == ROS_DEPLOY]
         if any(self._matches(rule, request) for rule in exact):
             return Decision(True, "rule")
         if is_protected(request):
@@ -153,8 +155,11 @@ class PermissionBroker:
     def __init__(self) -> None:
         self._pending: dict[tuple[str, str], _Pending] = {}
 
-    def register(self, task_id: str, context_id: str, tool_use_id: str) -> tuple[str, asyncio.Future[str]]:
-        input_id = f"permission-{uuid.uuid4().hex}"
+    def register(self, task_id: str, context_id: str, tool_use_id: str,
+                 input_id: str = "") -> tuple[str, asyncio.Future[str]]:
+        """Wait for the answer naming ``input_id`` (a new ``permission-<32 hex>`` when empty or already waiting)."""
+        if not input_id or (task_id, input_id) in self._pending:
+            input_id = f"permission-{uuid.uuid4().hex}"
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._pending[(task_id, input_id)] = _Pending(task_id, context_id, input_id, tool_use_id, future)
         return input_id, future
@@ -271,6 +276,10 @@ def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
     product, action = _api_of(request)
     tool = request.tool_name
     if product or action:
+        changes = [str(c.get("action", "")) for c in operation.get("apiCalls") or ()
+                   if isinstance(c, Mapping) and c.get("effect") == "change"]
+        if changes:  # a §6 operation (``action: create``): the API call it changes with names it
+            action = changes[-1]
         api = " ".join(p for p in (product, action) if p)
         stack_title = STACK_TITLES.get(action) if product == "ros" else None
         if stack_title is not None:
@@ -280,7 +289,8 @@ def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
         else:
             title = t(m.TITLE_CLOUD_RUN, operation=api)
         target = t(m.TARGET_IN_REGION, operation=api, region=operation["region"]) if operation.get("region") else api
-        stack = operation.get("stackName") or operation.get("stackId")
+        target_of = operation.get("target") if isinstance(operation.get("target"), Mapping) else {}
+        stack = operation.get("stackName") or operation.get("stackId") or target_of.get("name") or target_of.get("id")
         if stack:
             target = t(m.TARGET_STACK, target=target, stack=stack)
         effect = "read" if request.is_read_only else "cloud_change" if request.is_read_only is False else "unknown"
@@ -354,6 +364,46 @@ def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input
     }
     if deployment is not None:
         result["deploymentSummary"] = deployment
+    operation = _operation(request)
+    if operation is not None:
+        result["operation"] = operation
+    parameters = request.input.get("parameters") if request.tool_name == ROS_DEPLOY else None
+    if isinstance(parameters, Mapping) and parameters:
+        result["displayParameters"] = {"format": "json", "value": _display_value(parameters)}
+    return result
+
+
+_SECRET_KEY = re.compile(r"(secret|password|passwd|token|credential|private_?key|access_?key)", re.I)
+
+
+def _display_value(value: Any, depth: int = 0) -> Any:
+    """Parameters as shown to the caller (since-0.13 §6): secret-looking keys ``{"redacted": true}``, strings
+    sanitised and cut, at most 16 levels and 64 fields a level."""
+    if depth >= 16:
+        return "…"
+    if isinstance(value, Mapping):
+        return {str(k)[:128]: ({"redacted": True} if _SECRET_KEY.search(str(k)) else _display_value(v, depth + 1))
+                for k, v in list(value.items())[:64]}
+    if isinstance(value, list | tuple):
+        return [_display_value(v, depth + 1) for v in list(value)[:64]]
+    if isinstance(value, str):
+        return _cut(value, 512)
+    return value if isinstance(value, int | float | bool) or value is None else _cut(str(value), 512)
+
+
+def _operation(request: PermissionRequest) -> dict[str, Any] | None:
+    """The envelope's since-0.13 §6 ``operation`` when the request describes one (it names ``apiCalls``)."""
+    operation = request.operation
+    calls = operation.get("apiCalls")
+    if not isinstance(calls, list):
+        return None
+    result: dict[str, Any] = {k: _cut(str(operation[k]), 128) for k in ("product", "action", "region")
+                              if operation.get(k)}
+    target = operation.get("target")
+    if isinstance(target, Mapping) and (target.get("name") or target.get("id")):
+        result["target"] = {k: _cut(str(target[k]), 255) for k in ("type", "name", "id") if target.get(k)}
+    result["apiCalls"] = [{k: _cut(str(c[k]), 64) for k in ("product", "action", "effect", "repeat") if c.get(k)}
+                          for c in calls[:16] if isinstance(c, Mapping)]
     return result
 
 

@@ -15,6 +15,8 @@ from pydantic import BaseModel
 from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
 from iac_code_pipeline_selling.backups import BackupConfig, config_problems
 from iac_code_pipeline_selling.batching import BatchingPipeline, BatchSettings, PipelineBatchConfig
+from iac_code_pipeline_selling.deploy_config import DeployConfig
+from iac_code_pipeline_selling.deploy_config import check as check_deploy
 from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
 from iac_code_pipeline_selling.solution_first import PIPELINE_NAME as SOLUTION_FIRST_NAME
@@ -70,8 +72,8 @@ def create_solution_first(services: PipelineServices) -> BatchingPipeline:
     return batching(SolutionFirstPipeline(services, shared_store(services)), services)
 
 
-class PipelineConfig(PipelineBatchConfig, BackupConfig):
-    """The keys the selling pipelines add to the configuration: event batching and critical backups."""
+class PipelineConfig(PipelineBatchConfig, BackupConfig, DeployConfig):
+    """The keys the selling pipelines add to the configuration: event batching, critical backups and the deploy."""
 
 
 @hookimpl
@@ -80,8 +82,8 @@ def iac_code_config_model() -> type[BaseModel]:
 
 
 @hookimpl
-def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
-    return config_problems(config)
+def iac_code_check_config(config: Any) -> list[str]:
+    return [*config_problems(config), *check_deploy(config)]
 
 
 @hookimpl
@@ -98,5 +100,5 @@ def iac_code_http_routes(kernel: Any) -> list[HttpRouteSpec]:
     return [HttpRouteSpec("GET", STATE_PATH, state_handler(kernel, lambda: store_for(kernel)), name="pipeline-state")]
 
 
-__all__ = ["IAC_CODE_API_VERSION", "batching", "iac_code_config_model", "iac_code_http_routes", "iac_code_pipelines",
-           "shared_store", "store_for"]
+__all__ = ["IAC_CODE_API_VERSION", "PipelineSellingConfig", "batching", "iac_code_check_config", "iac_code_config_model",
+           "iac_code_http_routes", "iac_code_pipelines", "shared_store", "store_for"]

@@ -16,8 +16,9 @@ from typing import Any
 
 from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
 from iac_code_pipeline_selling.answers import parse_selection
+from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates
-from iac_code_pipeline_selling.runner import Layout, PipelineRuntime, RunTurn, new_hex, presentation, template_filename
+from iac_code_pipeline_selling.runner import Layout, PipelineRuntime, RunTurn, new_hex, presentation, slug, template_filename
 from iac_code_pipeline_selling.texts import text
 
 PIPELINE_NAME = "selling"
@@ -271,6 +272,15 @@ class SellingPipeline(PipelineRuntime):
         candidate = next(c for c in run.state["candidates"] if c["candidate_index"] == run.state["selected"])
         template = candidate["evaluation"]["template"]
         await run.step_started("deploying")
+        if self.deployer == "ros":
+            intent = run.state["steps"].get("intent_parsing", {}).get("result", {})
+            selected = run.state["steps"].get("confirm_and_select", {}).get("result", {})
+            await deploy_with_ros(self, run, "deploying", DeployPlan(
+                candidate["name"], candidate["candidate_index"], template,
+                region_id=intent.get("region") or default_region(self),
+                stack_name=f"iac-code-{slug(candidate['name'])}-{run.state['pipelineRunId'][-8:]}",
+                parameters=dict(selected.get("parameter_overrides") or {}), cost=candidate["evaluation"]["cost"]))
+            return
         message = await self.no_deployer(run, "deploying", candidate, template)
         await run.step_completed("deploying", {
             "status": "not_deployed", "deployer": "none", "candidate_name": candidate["name"],

@@ -26,6 +26,7 @@ import yaml
 
 from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
 from iac_code_pipeline_selling.answers import is_rejection, parse_confirmation, parse_selection
+from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates, planned_resources
 from iac_code_pipeline_selling.runner import (
     Layout,
@@ -227,7 +228,7 @@ class SolutionFirstPipeline(PipelineRuntime):
 
     def _effective(self, run: RunTurn) -> dict[str, Any]:
         candidate, template = self._candidate(run), run.state["template"]
-        region = run.state.get("intent", {}).get("region") or "cn-hangzhou"
+        region = run.state.get("intent", {}).get("region") or default_region(self)
         return {"region_id": region, "stack_name": f"iac-code-{slug(candidate['name'])}",
                 **template["defaults"], **run.state.get("overrides", {})}
 
@@ -327,6 +328,15 @@ class SolutionFirstPipeline(PipelineRuntime):
     async def _deploy(self, run: RunTurn) -> None:
         candidate, template = self._candidate(run), run.state["template"]
         await run.step_started(DEPLOY)
+        if self.deployer == "ros":
+            effective = self._effective(run)
+            await deploy_with_ros(self, run, DEPLOY, DeployPlan(
+                candidate["name"], candidate["candidate_index"], template, region_id=str(effective["region_id"]),
+                stack_name=str(effective["stack_name"]),
+                parameters={k: v for k, v in effective.items() if k not in ("region_id", "stack_name")},
+                cost=template["cost"], conclusion={"template_url": template["url"],
+                                                   "effective_deployment_parameters": effective}))
+            return
         message = await self.no_deployer(run, DEPLOY, candidate, template)
         await run.step_completed(DEPLOY, {
             "status": "cancelled", "deployed": False, "reason": "no_deployer_configured", "deployer": "none",

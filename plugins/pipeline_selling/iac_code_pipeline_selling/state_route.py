@@ -50,6 +50,7 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
     current = ""
     tool_results: list[dict[str, Any]] = []
     handoff: dict[str, Any] | None = None
+    stack: dict[str, Any] | None = None
     for event in events:
         run_id, pipeline_name, task_id = event["pipelineRunId"], event["pipelineName"], event["taskId"]
         kind, data = event["eventType"], event.get("data", {})
@@ -78,6 +79,12 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
             pending = None
         elif kind == "pipeline_handoff_ready":
             handoff = dict(data)
+        elif kind == "permission_requested":  # the deploy waits for the caller's permission (its envelope)
+            pending = dict(event.get("permission") or data)
+        elif kind == "permission_resolved":
+            pending = None
+        elif kind == "stack_progress":
+            stack = dict(data)
     display: dict[str, Any] = {"messages": []}
     if not lean:
         display["toolResults"] = tool_results
@@ -89,6 +96,8 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
     }
     if handoff is not None:
         result["handoff"] = handoff
+    if stack is not None:
+        result["stack"] = stack  # the deploy's last stack_progress
     return result
 
 
