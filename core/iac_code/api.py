@@ -31,6 +31,7 @@ from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, Un
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
+    Interrupt,
     PermissionRequest,
     Progress,
     RuntimeEvent,
@@ -158,6 +159,7 @@ from iac_code.tasks.task_store import (
     is_interrupted,
     sort_key,
 )
+from iac_code.tasks.run_modes import mark_pipeline_handoff, mark_pipeline_waiting
 from iac_code.tasks.turns import ALREADY_WORKING
 
 ContextFactory = Callable[[PluginContext], Any]
@@ -230,6 +232,7 @@ __all__ = [
     "InputPart",
     "Instrumentation",
     "InterfaceInfo",
+    "Interrupt",
     "JobCodec",
     "JsonRpcChannel",
     "JsonRpcDispatcher",
@@ -310,6 +313,8 @@ __all__ = [
     "key_alg",
     "key_id",
     "log_client_error",
+    "mark_pipeline_handoff",
+    "mark_pipeline_waiting",
     "mask_url",
     "mask_urls_in",
     "message_to_json",
