@@ -20,7 +20,7 @@ from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageCo
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.api import IacEngineSpec, hookimpl
-from iac_code.testing import A2A_HEADERS, connect_client, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, connect_client, run_cli, send_message_body, start_server
 
 Event = dict[str, Any]
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
@@ -31,8 +31,10 @@ class Tickets:
 
     def __init__(self) -> None:
         self._semaphore = threading.Semaphore(0)
+        self.entered = threading.Event()  # a generation waits for its ticket
 
     def take(self) -> None:
+        self.entered.set()
         if not self._semaphore.acquire(timeout=60):
             raise RuntimeError("no ticket within 60 s")
 
@@ -546,3 +548,22 @@ async def test_solution_first_goes_back_to_the_selection_and_ignores_a_remark() 
         chosen = pipeline_events([MessageToDict(e) async for e in client.send_message(SendMessageRequest(
             message=message("1", 5, context_id=context_id)))])  # re-hydrated to the waiting task
         assert chosen[-1]["data"]["kind"] == "deployment_confirmation" and chosen[-1]["taskId"] == task_id
+
+
+async def test_the_terminal_client_shows_the_pause_question(tmp_path: Any) -> None:
+    """``iac-code a2a-client call`` streaming a run that another client pauses: it ends on the pause
+    confirmation as a pipeline question (exit 11, the answer's command)."""
+    plugin = TicketedOffline()
+    async with ticketed_server(plugin) as server, connect_client(server) as other:
+        call = asyncio.create_task(run_cli("a2a-client", "call", "--url", server.url, "--context-id", "ctx-cli",
+                                           "--mode", "pipeline", "-p", PROMPT, "--stream", "-o", "json",
+                                           cwd=tmp_path))
+        assert await asyncio.to_thread(plugin.tickets.entered.wait, 60)  # the run is inside evaluate_candidates
+        pause = Stream(other, message("pause", 1, context_id="ctx-cli", iac_code={"cwd": str(tmp_path)}))
+        await pause.until(classified())
+        plugin.tickets.release(3)
+        result = await call
+        await pause.done()
+        assert result.code == 11, result.err[-2000:]
+        last = json.loads(result.out.strip().splitlines()[-1])
+        assert last["pipelineQuestion"]["kind"] == "pipeline_pause_confirmation"
