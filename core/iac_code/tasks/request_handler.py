@@ -311,9 +311,17 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         return request, existing
 
     async def _keep_session_pipeline(self, turn_input: TurnInput, context: ServerCallContext) -> None:
-        """A session fixed to one pipeline refuses a request naming another (the reservation is released)."""
+        """A session fixed to one pipeline refuses a request naming another (the reservation is released); so does
+        a ``cleanupOnly`` request the shared backend's session shows to have no handoff (see :meth:`_prepare`)."""
         reserved = context.state.get(CONTEXT_STATE_KEY)
-        if reserved is None or turn_input.run_mode != "pipeline" or not turn_input.pipeline_name:
+        if reserved is None or turn_input.run_mode != "pipeline":
+            return
+        if self._link is not None and cleanup_only(turn_input.metadata) and not pipeline_handed_off(reserved.session):
+            context.state.pop(CONTEXT_STATE_KEY, None)
+            if self._contexts is not None:
+                await self._contexts.release(reserved)
+            raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
+        if not turn_input.pipeline_name:
             return
         durable = durable_pipeline(reserved.session)
         if durable and durable != turn_input.pipeline_name:
@@ -351,14 +359,17 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         return candidate
 
     def _check_cleanup_only(self, params: SendMessageRequest, context: ServerCallContext, context_id: str) -> None:
-        """Pipeline mode: ``cleanupOnly: true`` needs a context whose pipeline has handed off (-32602)."""
+        """Pipeline mode: ``cleanupOnly: true`` needs a context whose pipeline has handed off (-32602), checked
+        before anything is reserved; with a shared backend a context held elsewhere is checked once reserved."""
         assert self._contexts is not None
         raw = context.state.get(RAW_PARAMS_KEY)
         metadata = iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None)
         if not cleanup_only(metadata):
             return
-        session = (self._contexts.session_of(resolve_user_scope(context), context_id) if context_id else None) or {}
-        if not pipeline_handed_off(session):
+        session = self._contexts.session_of(resolve_user_scope(context), context_id) if context_id else None
+        if session is None and context_id and self._link is not None:
+            return  # its session is in the shared backend: _keep_session_pipeline reads it
+        if not pipeline_handed_off(session or {}):
             raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
 
     def _offer_to_running_turn(self, request: RequestContext, turn_input: TurnInput,
@@ -385,7 +396,8 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         await running.turn.add_message(message)
         return True
 
-    async def _interrupt(self, running: RunningTurn, params: SendMessageRequest, immediately: bool) -> Task | Message:
+    async def _follow_interrupted(self, running: RunningTurn, params: SendMessageRequest,
+                                  immediately: bool) -> Task | Message:
         """SendMessage that became an interrupt: the running task at its next stop (``returnImmediately``: now)."""
         turn = running.turn
         outcome = None if immediately else turn.wait(until_stop)  # registered before the turn hears of it
@@ -512,7 +524,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             try:
                 request, existing = await self._prepare(params, context)
             except RunningTurn as running:  # pipeline mode: the message is an interrupt of the running turn
-                outcome = self._interrupt(running, params, immediately)  # awaited below
+                outcome = self._follow_interrupted(running, params, immediately)  # awaited below
             else:
                 turn = await self._start(request, context, existing)
                 # Registered before the producer first runs, so no event is missed.

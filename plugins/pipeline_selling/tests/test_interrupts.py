@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import uuid
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
@@ -20,7 +21,7 @@ from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageCo
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.api import IacEngineSpec, hookimpl
-from iac_code.testing import A2A_HEADERS, connect_client, run_cli, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, connect_client, redis_url, run_cli, send_message_body, start_server
 
 Event = dict[str, Any]
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
@@ -567,3 +568,26 @@ async def test_the_terminal_client_shows_the_pause_question(tmp_path: Any) -> No
         assert result.code == 11, result.err[-2000:]
         last = json.loads(result.out.strip().splitlines()[-1])
         assert last["pipelineQuestion"]["kind"] == "pipeline_pause_confirmation"
+
+
+async def test_with_a_shared_backend_cleanup_only_reads_the_shared_session() -> None:
+    """``task-store: redis``: the context's session lives in Redis between turns; the cleanup check reads it there.
+    The card does not promise interrupts (a turn may run on another node)."""
+    cleanup = {"iac_code": {"cleanupOnly": True}}
+    settings = {"mode": "pipeline", "task-store": "redis", "task-store-redis-url": redis_url(),
+                "task-store-key-prefix": f"iac-int-{uuid.uuid4().hex[:8]}"}
+    async with start_server(settings) as server, aiohttp.ClientSession() as http:
+        async with http.get(server.url.rstrip("/") + "/.well-known/agent-card.json") as reply:
+            card = await reply.json()
+        extension = next(e for e in card["capabilities"]["extensions"]
+                         if e["uri"] == "urn:iac-code:a2a:pipeline-events:v1")
+        assert extension["params"]["supportsInterrupts"] is False
+        first = await _rpc(http, server, PROMPT, 1)
+        task_id, context_id = first["result"]["task"]["id"], first["result"]["task"]["contextId"]
+        refused = await _rpc(http, server, "clean up", 2, contextId=context_id, metadata=cleanup)
+        assert refused["error"]["code"] == -32602
+        assert refused["error"]["message"] == "Cleanup-only continuation requires a completed Pipeline handoff."
+        await _rpc(http, server, "1", 3, contextId=context_id, taskId=task_id)
+        accepted = await _rpc(http, server, "clean up", 4, contextId=context_id, metadata=cleanup)
+        assert accepted["result"]["task"]["metadata"]["iac_code"]["assistantFinal"]["cleanupOnly"]["outcome"] == \
+            "nothing_to_clean"
