@@ -31,6 +31,7 @@ from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, Un
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
+    Interrupt,
     PermissionRequest,
     Progress,
     RuntimeEvent,
@@ -159,6 +160,7 @@ from iac_code.tasks.task_store import (
     is_interrupted,
     sort_key,
 )
+from iac_code.tasks.run_modes import mark_pipeline_handoff, mark_pipeline_waiting
 from iac_code.tasks.turns import ALREADY_WORKING
 
 ContextFactory = Callable[[PluginContext], Any]
@@ -231,6 +233,7 @@ __all__ = [
     "InputPart",
     "Instrumentation",
     "InterfaceInfo",
+    "Interrupt",
     "JobCodec",
     "JsonRpcChannel",
     "JsonRpcDispatcher",
@@ -311,6 +314,8 @@ __all__ = [
     "key_alg",
     "key_id",
     "log_client_error",
+    "mark_pipeline_handoff",
+    "mark_pipeline_waiting",
     "mask_url",
     "mask_urls_in",
     "message_to_json",

@@ -155,6 +155,22 @@ class TurnFailed:
     retryable: bool = False
 
 
+@dataclass(frozen=True)
+class Interrupt:
+    """User text that arrived for a context whose turn is still running (a pipeline mid-run).
+
+    The kernel offers it to the runtime's optional ``interrupt`` method instead of refusing the
+    message as "already working"; ``task_id`` is the running task, ``metadata`` the message's
+    ``metadata.iac_code``.
+    """
+
+    context_id: str
+    task_id: str
+    text: str
+    language: str = "en"
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
 RuntimeEvent = (
     TextDelta | ToolStarted | ToolInputDelta | ToolInputComplete | ToolCompleted | ToolFailed
     | Thinking | Usage | TurnFailed | PermissionRequest | Progress
@@ -167,6 +183,11 @@ class AgentRuntime(Protocol):
     ``run_turn`` is cancelled (``asyncio.CancelledError``) when the caller
     cancels the task; a runtime must stop promptly and release its resources.
     Turns of one ``context_id`` never run concurrently; different contexts may.
+
+    A runtime may also have ``async def interrupt(self, interrupt: Interrupt) -> bool``: the kernel
+    calls it for a pipeline-mode message on a context whose turn is running; ``True`` takes the
+    message into that turn (the caller follows the running task), ``False`` leaves the kernel's
+    "already working" refusal. It must not block on the turn.
     """
 
     name: str

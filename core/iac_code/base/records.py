@@ -444,11 +444,16 @@ class PipelineSpec:
     ``turn.run_mode == "pipeline"`` and ``turn.pipeline_name`` set to this name, keeps
     ``turn.session`` between turns, and publishes each :class:`~iac_code.agents.runtime.Progress`
     event (``{"pipeline": envelope}``) as a status update.
+
+    ``interrupts``: the runtime implements ``interrupt`` (user text for a running turn, see
+    :class:`~iac_code.agents.runtime.AgentRuntime`); the card's pipeline-events extension then says
+    ``supportsInterrupts: true``.
     """
 
     name: str
     create: Callable[[PipelineServices], AgentRuntime]
     description: str = ""
+    interrupts: bool = False
 
 
 # --------------------------------------------------------------------------- extra HTTP routes

@@ -105,25 +105,27 @@ def _thinking_extension(config: ServerConfig) -> list[AgentExtension]:
     return [extension]
 
 
-def _pipeline_extension(config: ServerConfig) -> AgentExtension:
+def _pipeline_extension(config: ServerConfig, interrupts: bool) -> AgentExtension:
     """The pipeline-events extension: pipeline events under ``metadata.iac_code.pipeline``, batched, replayable
-    from the state endpoint; ``enabled``/``mode`` say the server's default mode (a request may choose its own)."""
+    from the state endpoint; ``enabled``/``mode`` say the server's default mode (a request may choose its own);
+    ``supportsInterrupts`` whether user text reaches a running pipeline."""
     extension = AgentExtension(uri=PIPELINE_EVENTS_EXTENSION, required=False,
                                description="iac-code pipeline events (metadata.iac_code.pipeline).")
     extension.params.update({
         "schemaVersion": "1.0", "enabled": config.mode == "pipeline", "mode": config.mode,
         "supportsEventBatching": True, "eventBatchMetadataPath": "metadata.iac_code.pipelineBatch.events",
         "maxBatchEvents": MAX_BATCH_EVENTS, "maxBatchBytes": MAX_BATCH_BYTES, "maxBatchDelayMs": MAX_BATCH_DELAY_MS,
-        "supportsSnapshot": True, "supportsReplay": True, "supportsInterrupts": True,
+        "supportsSnapshot": True, "supportsReplay": True, "supportsInterrupts": interrupts,
         "supportsParallelCandidates": True, "stateEndpoint": PIPELINE_STATE_ENDPOINT,
     })
     return extension
 
 
 def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
-                     push_notifications: bool = False, pipelines: bool = False) -> AgentCard:
+                     push_notifications: bool = False, pipelines: bool = False,
+                     interrupts: bool = False) -> AgentCard:
     """Build the public Agent Card for this configuration (``push_notifications``: the push service is on;
-    ``pipelines``: a pipeline plugin is installed)."""
+    ``pipelines``: a pipeline plugin is installed; ``interrupts``: its pipelines take interrupts)."""
     overrides = config.agent_card
     modes = overrides.default_input_modes or input_modes()
     description = overrides.description or (DESCRIPTION + ("" if config.auth_enabled else UNAUTHENTICATED_NOTE))
@@ -154,7 +156,7 @@ def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
                     AgentExtension(uri=uri, description="Required by this server.", required=True)
                     for uri in config.required_extensions
                 ),
-                *([_pipeline_extension(config)] if pipelines else []),
+                *([_pipeline_extension(config, interrupts)] if pipelines else []),
             ],
         ),
         default_input_modes=modes,
@@ -202,9 +204,10 @@ class CardService:
 
     def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None, *,
                  push_notifications: bool = False, documents: Sequence[CardDocumentHook] = (),
-                 pipelines: bool = False) -> None:
+                 pipelines: bool = False, interrupts: bool = False) -> None:
         self._config = config
         self._pipelines = pipelines
+        self._interrupts = interrupts
         self._documents = tuple(documents)
         self._push_notifications = push_notifications
         self._started = formatdate(usegmt=True)
@@ -212,7 +215,7 @@ class CardService:
         self._signer: CardSigner | None = None
         self._signed_kid = ""
         self.card = build_agent_card(config, self._interfaces, push_notifications=push_notifications,
-                                     pipelines=pipelines)
+                                     pipelines=pipelines, interrupts=interrupts)
         self.extended = build_extended_card(self.card, config)
         self.document = self._render()
 
@@ -236,7 +239,7 @@ class CardService:
 
     def _rebuild(self) -> None:
         fresh = build_agent_card(self._config, self._interfaces, push_notifications=self._push_notifications,
-                                 pipelines=self._pipelines)
+                                 pipelines=self._pipelines, interrupts=self._interrupts)
         extended = build_extended_card(fresh, self._config)
         if self._signer is not None and self._interfaces:  # nothing is served before the transports bind
             current = getattr(self._signer, "current_kid", None)

@@ -118,7 +118,9 @@ class Kernel:
                                                         for p in plugins.pipelines().values()}
         self.cards = CardService(config, push_notifications=self.push is not None and self.push.enabled,
                                  documents=[a.card_document for a in self.protocol_adapters if a.card_document],
-                                 pipelines=bool(self.pipeline_specs))
+                                 pipelines=bool(self.pipeline_specs),
+                                 # interrupts reach a turn running on this node: not across a shared backend's nodes
+                                 interrupts=self.backend is None and any(p.interrupts for p in self.pipeline_specs.values()))
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
             self.state_dir, self.writer, cache_size=config.task_cache_size,

@@ -91,6 +91,19 @@ class ContextRegistry:
         """Whether the context is in memory (not evicted)."""
         return (owner, context_id) in self._live
 
+    def running_task(self, owner: str, context_id: str) -> str | None:
+        """The task whose turn holds the context on this node (``None``: no turn runs here)."""
+        state = self._live.get((owner, context_id))
+        return state.running_task if state is not None else None
+
+    def session_of(self, owner: str, context_id: str) -> dict[str, Any] | None:
+        """A copy of the context's session as it stands (in memory, else its snapshot), without loading it;
+        ``None`` for a context this node does not know (with a shared backend: one not held here)."""
+        state = self._live.get((owner, context_id))
+        if state is None and self._link is None:
+            state = self._restore(owner, context_id)
+        return dict(state.session) if state is not None else None
+
     async def reserve(self, owner: str, context_id: str, cwd: str, channel: str | None,
                       task_id: str) -> ContextState:
         """Claim the context for one turn; refuse a busy context or a different workspace."""

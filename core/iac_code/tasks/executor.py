@@ -40,6 +40,7 @@ from iac_code.tasks.permissions import (
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
+    Interrupt,
     PermissionRequest,
     Progress,
     TextDelta,
@@ -180,7 +181,9 @@ class RuntimeExecutor(AgentExecutor):
                     metadata={"iac_code": {"error": {"retryable": event.retryable}}})
                 return None
         answer = "".join(chunks)
-        metadata: dict[str, Any] = {**final, "assistantFinal": {"complete": True}}
+        extra_final = final.get("assistantFinal")  # e.g. a pipeline's cleanupOnly summary
+        metadata: dict[str, Any] = {**final, "assistantFinal": {
+            **(dict(extra_final) if isinstance(extra_final, dict) else {}), "complete": True}}
         if usage is not None:
             metadata["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
                                  "totalTokens": usage.input_tokens + usage.output_tokens}
@@ -189,6 +192,19 @@ class RuntimeExecutor(AgentExecutor):
                                     agent_message(task_id, context_id, "2", answer) if answer else None,
                                     metadata={"iac_code": metadata})
         return answer
+
+    async def interrupt(self, interrupt: Interrupt) -> bool:
+        """Offer user text to the runtime's running turn on its context (``runtime.interrupt``, when it has one);
+        whether the turn took it."""
+        deliver = getattr(self._runtime, "interrupt", None)
+        if deliver is None:
+            return False
+        try:
+            return bool(await deliver(interrupt))
+        except Exception:
+            logger.exception("Agent runtime %r failed to take an interrupt on context %s",
+                             getattr(self._runtime, "name", "?"), interrupt.context_id)
+            return False
 
     async def _store_artifact(self, turn: TurnRequest, payload: ArtifactPayload,
                               updater: TaskUpdater) -> dict[str, Any]:

@@ -121,6 +121,12 @@ class TurnInput:
 UNSUPPORTED_RUN_MODE = "Unsupported run mode."
 UNSUPPORTED_PIPELINE = "Unsupported pipeline name."
 SWITCHED_PIPELINE = "This session already runs pipeline {durable}; it cannot switch to {requested}."
+CLEANUP_WITHOUT_HANDOFF = "Cleanup-only continuation requires a completed Pipeline handoff."
+
+
+def cleanup_only(metadata: Mapping[str, Any]) -> bool:
+    """Whether ``metadata.iac_code.cleanupOnly`` asks for a cleanup continuation (only JSON ``true`` does)."""
+    return metadata.get("cleanupOnly") is True
 
 
 def read_run_mode(metadata: Mapping[str, Any], default_mode: str, pipelines: Collection[str]) -> tuple[str, str]:

@@ -60,14 +60,17 @@ from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
+from iac_code.agents.runtime import Interrupt
 from iac_code.base.cluster import Lease, NodeLink, task_scope
 from iac_code.tasks.contexts import ContextRegistry
 from iac_code.protocol.dispatcher import RAW_PARAMS_KEY
 from iac_code.tasks.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
 from iac_code.tasks.inputs import (
+    CLEANUP_WITHOUT_HANDOFF,
     SWITCHED_PIPELINE,
     InputDecoder,
     TurnInput,
+    cleanup_only,
     iac_code_metadata,
     normalise_channel,
     normalise_language,
@@ -88,7 +91,7 @@ from iac_code.tasks.permissions import (
     validate_answer,
 )
 from iac_code.tasks.remote_turns import RemoteTurns
-from iac_code.tasks.run_modes import durable_pipeline
+from iac_code.tasks.run_modes import durable_pipeline, pipeline_handed_off, pipeline_waiting_task
 from iac_code.tasks.task_events import replayed, resume_after, stamped_copy, version_number
 from iac_code.tasks.turns import (
     ALREADY_WORKING,
@@ -145,6 +148,16 @@ def _require_id(params: GetTaskRequest | CancelTaskRequest | SubscribeToTaskRequ
     validate_id(params.id)
 
 
+class RunningTurn(Exception):  # noqa: N818 - control flow, never leaves the handler
+    """Raised by ``_prepare`` for a pipeline-mode message meant for the turn that holds its context: the caller
+    offers ``interrupt`` to that turn instead of starting one."""
+
+    def __init__(self, turn: Turn, interrupt: Interrupt) -> None:
+        super().__init__(turn.task_id)
+        self.turn = turn
+        self.interrupt = interrupt
+
+
 class DecodingContextBuilder(SimpleRequestContextBuilder):
     """Builds the SDK request context after reading the message: workspace, metadata and parts.
 
@@ -166,6 +179,14 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         if params is not None:
             context.state[INPUT_STATE_KEY] = self._read(params.message, context.state.get(RAW_PARAMS_KEY))
         return await super().build(context, params=params, task_id=task_id, context_id=context_id, task=task)
+
+    def run_mode(self, metadata: dict[str, Any]) -> str:
+        """The run mode a message's ``metadata.iac_code`` chooses (``""`` when it names an unsupported one:
+        :meth:`build` refuses it)."""
+        try:
+            return read_run_mode(metadata, self._default_mode, self._pipelines)[0]
+        except ValueError:
+            return ""
 
     def _read(self, message: Message, raw_params: Any) -> TurnInput:
         raw_message = raw_params.get("message") if isinstance(raw_params, dict) else None
@@ -250,6 +271,9 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             if value is not None:
                 validate_id(value)
         existing: Task | None = None
+        pipeline_mode = self._pipeline_mode(params, context)
+        if pipeline_mode and not task_id and context_id:
+            task_id = await self._rehydrated_task(params, context, context_id)
         if task_id:
             existing = await self.task_store.get(task_id, context)
             if existing is None:
@@ -263,6 +287,8 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             if existing.status.state in TERMINAL_STATES:
                 raise UnsupportedOperationError(
                     message=f"Task {task_id} is in terminal state: {TaskState.Name(existing.status.state)}")
+        if pipeline_mode:
+            self._check_cleanup_only(params, context, context_id or "")
         request = await self._request_context_builder.build(
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
@@ -274,6 +300,8 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             except UnsupportedOperationError as exc:
                 if exc.message == ALREADY_WORKING:
                     await self._explain_busy_context(params, context)
+                    if turn_input.run_mode == "pipeline":
+                        self._offer_to_running_turn(request, turn_input, context)
                 raise
             await self._keep_session_pipeline(turn_input, context)
         config = params.configuration
@@ -283,9 +311,17 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         return request, existing
 
     async def _keep_session_pipeline(self, turn_input: TurnInput, context: ServerCallContext) -> None:
-        """A session fixed to one pipeline refuses a request naming another (the reservation is released)."""
+        """A session fixed to one pipeline refuses a request naming another (the reservation is released); so does
+        a ``cleanupOnly`` request the shared backend's session shows to have no handoff (see :meth:`_prepare`)."""
         reserved = context.state.get(CONTEXT_STATE_KEY)
-        if reserved is None or turn_input.run_mode != "pipeline" or not turn_input.pipeline_name:
+        if reserved is None or turn_input.run_mode != "pipeline":
+            return
+        if self._link is not None and cleanup_only(turn_input.metadata) and not pipeline_handed_off(reserved.session):
+            context.state.pop(CONTEXT_STATE_KEY, None)
+            if self._contexts is not None:
+                await self._contexts.release(reserved)
+            raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
+        if not turn_input.pipeline_name:
             return
         durable = durable_pipeline(reserved.session)
         if durable and durable != turn_input.pipeline_name:
@@ -295,6 +331,88 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             raise InvalidParamsError(
                 message=SWITCHED_PIPELINE.format(durable=durable, requested=turn_input.pipeline_name),
                 data={"durablePipelineName": durable, "requestedPipelineName": turn_input.pipeline_name})
+
+    def _pipeline_mode(self, params: SendMessageRequest, context: ServerCallContext) -> bool:
+        """Whether the message runs in pipeline mode (its own ``run_mode``, else the server's)."""
+        reader = getattr(self._request_context_builder, "run_mode", None)
+        if reader is None or self._contexts is None:
+            return False
+        raw = context.state.get(RAW_PARAMS_KEY)
+        return bool(reader(iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None))
+                    == "pipeline")
+
+    async def _rehydrated_task(self, params: SendMessageRequest, context: ServerCallContext,
+                               context_id: str) -> str | None:
+        """Pipeline mode, no ``taskId``: the context's task whose turn runs (the message becomes an interrupt) or
+        the task its pipeline waits on for input (the message answers it), as the session remembers it; ``None``
+        (a new task) when there is neither, or the caller cannot see it, or it is over."""
+        assert self._contexts is not None
+        owner = resolve_user_scope(context)
+        session = self._contexts.session_of(owner, context_id) or {}
+        candidate = self._contexts.running_task(owner, context_id) or pipeline_waiting_task(session)
+        if not candidate:
+            return None
+        task = await self.task_store.get(candidate, context)
+        if task is None or task.context_id != context_id or task.status.state in TERMINAL_STATES:
+            return None
+        params.message.task_id = candidate
+        return candidate
+
+    def _check_cleanup_only(self, params: SendMessageRequest, context: ServerCallContext, context_id: str) -> None:
+        """Pipeline mode: ``cleanupOnly: true`` needs a context whose pipeline has handed off (-32602), checked
+        before anything is reserved; with a shared backend a context held elsewhere is checked once reserved."""
+        assert self._contexts is not None
+        raw = context.state.get(RAW_PARAMS_KEY)
+        metadata = iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None)
+        if not cleanup_only(metadata):
+            return
+        session = self._contexts.session_of(resolve_user_scope(context), context_id) if context_id else None
+        if session is None and context_id and self._link is not None:
+            return  # its session is in the shared backend: _keep_session_pipeline reads it
+        if not pipeline_handed_off(session or {}):
+            raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
+
+    def _offer_to_running_turn(self, request: RequestContext, turn_input: TurnInput,
+                               context: ServerCallContext) -> None:
+        """A pipeline-mode message for the task whose turn holds the context: raise :class:`RunningTurn` so the
+        caller offers it to that turn as an interrupt (other busy cases keep "already working")."""
+        assert self._contexts is not None
+        running = self._contexts.running_task(resolve_user_scope(context), request.context_id or "")
+        turn = self.engine.running(running) if running else None
+        if turn is None or running != request.task_id:
+            return
+        raise RunningTurn(turn, Interrupt(context_id=turn.context_id, task_id=turn.task_id,
+                                          text=turn_input.decoded.prompt, language=turn_input.language or "en",
+                                          metadata=dict(turn_input.metadata)))
+
+    async def _deliver(self, running: RunningTurn, params: SendMessageRequest) -> bool:
+        """Offer the interrupt to the runtime; once taken, the message joins the running task's history."""
+        deliver = getattr(self.agent_executor, "interrupt", None)
+        if deliver is None or not await deliver(running.interrupt):
+            return False
+        message = Message()
+        message.CopyFrom(params.message)
+        message.task_id, message.context_id = running.turn.task_id, running.turn.context_id
+        await running.turn.add_message(message)
+        return True
+
+    async def _follow_interrupted(self, running: RunningTurn, params: SendMessageRequest,
+                                  immediately: bool) -> Task | Message:
+        """SendMessage that became an interrupt: the running task at its next stop (``returnImmediately``: now)."""
+        turn = running.turn
+        outcome = None if immediately else turn.wait(until_stop)  # registered before the turn hears of it
+        if (outcome is not None and outcome.done()) or not await self._deliver(running, params):
+            if outcome is not None:
+                outcome.cancel()
+            raise UnsupportedOperationError(message=ALREADY_WORKING)
+        if outcome is not None:
+            return await outcome
+        probe = Subscription()
+        snapshot, _ = await turn.attach(probe)
+        turn.detach(probe)
+        if snapshot is None:
+            raise UnsupportedOperationError(message=ALREADY_WORKING)
+        return snapshot
 
     async def _start(self, request: RequestContext, context: ServerCallContext, existing: Task | None,
                      **options: Any) -> Turn:
@@ -392,6 +510,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         immediately = params.configuration.return_immediately
+        outcome: Awaitable[Task | Message]
         answer = self._permission_answer(params, context) or await self._text_answer(params, context)
         if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
             result = await self._answer_elsewhere(answer, context, immediately)
@@ -402,10 +521,14 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             self._permissions.resolve(answer)  # type: ignore[union-attr]
             outcome = turn.wait(acknowledgement(answer.input_id) if immediately else until_stop)
         else:
-            request, existing = await self._prepare(params, context)
-            turn = await self._start(request, context, existing)
-            # Registered before the producer first runs, so no event is missed.
-            outcome = turn.wait(first_event if immediately else until_stop)
+            try:
+                request, existing = await self._prepare(params, context)
+            except RunningTurn as running:  # pipeline mode: the message is an interrupt of the running turn
+                outcome = self._follow_interrupted(running, params, immediately)  # awaited below
+            else:
+                turn = await self._start(request, context, existing)
+                # Registered before the producer first runs, so no event is missed.
+                outcome = turn.wait(first_event if immediately else until_stop)
         result = await outcome
         await self._settle(result, context)
         if isinstance(result, Task):
@@ -432,8 +555,16 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                 turn.detach(subscription)
                 raise
         else:
-            request, existing = await self._prepare(params, context)
-            turn = await self._start(request, context, existing, subscription=subscription)
+            try:
+                request, existing = await self._prepare(params, context)
+            except RunningTurn as running:  # pipeline mode: an interrupt; the caller follows the running task
+                turn = running.turn
+                snapshot, _ = await turn.attach(subscription)
+                if not await self._deliver(running, params):
+                    turn.detach(subscription)
+                    raise UnsupportedOperationError(message=ALREADY_WORKING) from None
+            else:
+                turn = await self._start(request, context, existing, subscription=subscription)
         try:
             if snapshot is not None:  # the paused task, then the continuation up to the next stop
                 yield apply_history_length(snapshot, params.configuration)

@@ -437,6 +437,18 @@ class Turn:
             self.engine.release(self)
         self.done.set()
 
+    async def add_message(self, message: Message) -> bool:
+        """Append a message that arrived mid-turn (an interrupt the runtime took) to the task's history;
+        whether it was added (not after the turn finished)."""
+        async with self.lock:
+            if self._finished or not self._task_created:
+                return False
+            task = await self.manager.get_task()
+            if task is None:
+                return False
+            await self._save(self.manager.update_with_message(message, task), logged=False)
+            return True
+
     async def logged_save(self, event: TaskStatusUpdateEvent) -> None:
         """Save a status change the kernel itself makes (failed, canceled), recorded in the task's log."""
         self.logging = event

@@ -129,7 +129,8 @@ def human_size(size: Any) -> str:
     return f"{n:.1f} GB"
 
 
-PIPELINE_QUESTION_KINDS = frozenset({"candidate_selection", "ask_user_question", "deployment_confirmation"})
+PIPELINE_QUESTION_KINDS = frozenset({"candidate_selection", "ask_user_question", "deployment_confirmation",
+                                     "pipeline_pause_confirmation"})
 
 
 def pipeline_events(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -151,8 +152,8 @@ def pipeline_events(event: dict[str, Any]) -> list[dict[str, Any]]:
 
 def pipeline_question(event: dict[str, Any]) -> dict[str, Any] | None:
     """The question a pipeline stopped on (the ``data`` of its ``input_required`` event), if this status
-    update (or task) is input-required with one: ``candidate_selection``, ``ask_user_question`` or
-    ``deployment_confirmation``."""
+    update (or task) is input-required with one: ``candidate_selection``, ``ask_user_question``,
+    ``deployment_confirmation`` or ``pipeline_pause_confirmation`` (an interrupt paused the run)."""
     if state(event) != "input-required":
         return None
     for pipeline_event in reversed(pipeline_events(event)):

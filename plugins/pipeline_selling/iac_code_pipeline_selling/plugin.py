@@ -89,10 +89,11 @@ def iac_code_check_config(config: Any) -> list[str]:
 @hookimpl
 def iac_code_pipelines() -> list[PipelineSpec]:
     return [PipelineSpec(name=PIPELINE_NAME, create=create_selling,
-                         description="Requirement → candidate architectures (template, cost) → choice → deploy → chat."),
+                         description="Requirement → candidate architectures (template, cost) → choice → deploy → chat.",
+                         interrupts=True),
             PipelineSpec(name=SOLUTION_FIRST_NAME, create=create_solution_first,
                          description="Requirement → choice of a solution → its template, price and parameters "
-                                     "confirmed → deploy → chat.")]
+                                     "confirmed → deploy → chat.", interrupts=True)]
 
 
 @hookimpl

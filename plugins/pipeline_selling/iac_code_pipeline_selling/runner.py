@@ -21,6 +21,7 @@ from typing import Any
 
 from iac_code.api import (
     IacEngine,
+    Interrupt,
     PipelineServices,
     Progress,
     RuntimeEvent,
@@ -29,8 +30,11 @@ from iac_code.api import (
     TurnRequest,
     Understanding,
     atomic_write,
+    mark_pipeline_handoff,
+    mark_pipeline_waiting,
     read_private_file,
 )
+from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import match_question
 from iac_code_pipeline_selling.backups import Backups
 from iac_code_pipeline_selling.journal import JournalStore, envelope
@@ -100,6 +104,7 @@ class RunTurn:
         self.delegate = False
         self.language = state.get("language", turn.language)
         self.said = False
+        self.interrupts = interrupts.Interrupts(self)  # user text that arrives while this turn runs
 
     async def emit(self, event_type: str, scope: str, status: str | None, data: Mapping[str, Any], *,
                    extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "",
@@ -149,6 +154,7 @@ class RunTurn:
     # on resume, and the journal drops the events it already holds (journal.once_key), so none is lost or doubled.
 
     async def step_started(self, step_id: str) -> None:
+        await self.interrupts.checkpoint(step_id)  # a waiting pause or rollback takes effect before the step
         await self.emit("step_started", "step", "working", {"step_id": step_id}, extra={"step": self.step(step_id)})
         await self.record(step_id, status="running")
 
@@ -161,6 +167,8 @@ class RunTurn:
                   verbatim: bool = False) -> None:
         """Pause on ``step_id``: the text for generic clients, then the ``input_required`` event (the turn's last
         status carries it). A protected publication: behind a critical backup, the text goes with the event."""
+        await self.interrupts.checkpoint(step_id, closing=True)  # the turn stops here: no more interrupts
+        mark_pipeline_waiting(self.turn.session, self.turn.task_id)  # a message without taskId continues it
         if not self.pipeline.backups.enabled:
             self.say(said)
         extra: dict[str, Any] = {"step": self.step(step_id)}
@@ -194,6 +202,7 @@ class PipelineRuntime:
         config = getattr(services.context, "config", None)
         self.deployer = str(getattr(config, "deployer", "none") or "none")
         self.backups = Backups.shared(services, store)
+        self.active: dict[str, RunTurn] = {}  # context id → its turn while the pipeline drives it (interrupts)
 
     @property
     def name(self) -> str:
@@ -244,6 +253,11 @@ class PipelineRuntime:
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
         state = self._load_state(turn) if turn.run_mode == "pipeline" else None
+        if state is not None and state.get("phase") == "handed_off" and turn.run_mode == "pipeline" \
+                and turn.metadata.get("cleanupOnly") is True:
+            async for event in cleanup_turn(self, RunTurn(self, turn, state)):
+                yield event
+            return
         if turn.run_mode != "pipeline" or (state is not None and state.get("phase") == "handed_off"):
             said: list[str] = []
             async for event in self.services.chat.run_turn(turn):
@@ -260,10 +274,13 @@ class PipelineRuntime:
             state = turn.session["pipeline"] = self.new_state(turn)
         run = RunTurn(self, turn, state)
         done = object()
+        mark_pipeline_waiting(turn.session, None)  # this turn answers or goes on: nothing waits until it asks again
+        self.active[turn.context_id] = run
 
         async def drive() -> None:
             try:
-                await self.backups.drive(run, self._drive)  # a blocked backup's retry, else the pipeline
+                # a blocked backup's retry, else the pipeline with its interrupts
+                await self.backups.drive(run, lambda r: interrupts.drive(self, r))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -289,6 +306,8 @@ class PipelineRuntime:
                 yield item
             await task
         finally:
+            if self.active.get(turn.context_id) is run:
+                del self.active[turn.context_id]
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -299,6 +318,27 @@ class PipelineRuntime:
 
     async def _drive(self, run: RunTurn) -> None:
         raise NotImplementedError
+
+    async def _continue(self, run: RunTurn) -> None:
+        """Run the first step not completed and the ones after it (after a rollback or a resumed pause)."""
+        raise NotImplementedError
+
+    async def interrupt(self, interrupt: Interrupt) -> bool:
+        """User text for the context's running turn (the kernel's interrupt seam): taken when this pipeline
+        drives that turn and it still takes interrupts (:mod:`.interrupts`)."""
+        run = self.active.get(interrupt.context_id)
+        if run is None or run.turn.task_id != interrupt.task_id:
+            return False
+        return await interrupts.receive(self, run, interrupt)
+
+    def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
+        """Drop what the steps from ``target`` on produced, before they run again (a rollback; ``candidates``:
+        only these candidates are evaluated again). Nothing by default."""
+
+    def cleanup_targets(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The cloud resources the run created that a ``cleanupOnly`` continuation would remove (none: nothing
+        is deployed without a deployer)."""
+        return []
 
     async def started_or_resumed(self, run: RunTurn) -> None:
         """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""
@@ -417,6 +457,7 @@ class PipelineRuntime:
 
     async def finish(self, run: RunTurn, outcome: str, summary: str) -> None:
         """The terminal event for ``outcome`` and the handoff to normal chat."""
+        await run.interrupts.close()  # what still waits cannot take effect any more: said so, before the end
         event_type, status = {"completed": ("pipeline_completed", "completed"),
                               "early_exit": ("pipeline_completed", "completed"),
                               "canceled": ("pipeline_canceled", "canceled"),
@@ -429,8 +470,28 @@ class PipelineRuntime:
         run.state["phase"] = "handed_off"
         run.state["outcome"] = outcome
         run.state.pop("pendingInput", None)
+        mark_pipeline_handoff(run.turn.session, outcome)
         await self.save_state(run.turn.context_id, run.state)
         if outcome == "completed":
             run.say(text(run.language, "handoff"))
         elif outcome != "early_exit":
             run.say(summary)
+
+
+async def cleanup_turn(pipeline: PipelineRuntime, run: RunTurn) -> AsyncIterator[RuntimeEvent]:
+    """A ``cleanupOnly`` continuation after the handoff: ``cleanup_started`` and, as nothing the run created is
+    left to remove (:meth:`PipelineRuntime.cleanup_targets`), ``cleanup_completed`` with ``nothing_to_clean``; the
+    turn's final status carries the summary under ``assistantFinal.cleanupOnly``."""
+    targets = pipeline.cleanup_targets(run.state)
+    summary = text(run.language, "cleanup_nothing")
+    await run.emit("cleanup_started", "stack", "working", {"reason": "cleanup_only", "resources": targets})
+    result = {"outcome": "nothing_to_clean", "cleaned": [], "summary": summary}
+    await run.emit("cleanup_completed", "stack", "completed", result)
+    run.state["cleanup"] = {"outcome": "nothing_to_clean"}
+    await pipeline.save_state(run.turn.context_id, run.state)
+    run.say(summary)
+    run.out.put_nowait(Progress({"assistantFinal": {"cleanupOnly": result}}, final=True))
+    while not run.out.empty():
+        item = run.out.get_nowait()
+        if not isinstance(item, Barrier):
+            yield item

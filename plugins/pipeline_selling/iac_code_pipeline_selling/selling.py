@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
+from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import parse_selection
 from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates
@@ -104,8 +105,7 @@ class SellingPipeline(PipelineRuntime):
     async def _evaluate_all(self, run: RunTurn) -> bool:
         if run.state["steps"].get("evaluate_candidates", {}).get("status") != "running":
             await run.step_started("evaluate_candidates")
-        pending = [c for c in run.state["candidates"] if c.get("evaluation", {}).get("status") not in ("completed", "failed")]
-        await asyncio.gather(*(self._evaluate(run, c) for c in pending))
+        await interrupts.evaluate_candidates(self, run)  # in parallel; restarts, pauses and rollbacks (interrupts)
         evaluated = [c for c in run.state["candidates"] if c["evaluation"]["status"] == "completed"]
         summary = [{"candidate_index": c["candidate_index"], "name": c["name"], "status": c["evaluation"]["status"],
                     "total_monthly_cost": c["evaluation"].get("cost", {}).get("total_monthly_cost", "")}
@@ -174,6 +174,7 @@ class SellingPipeline(PipelineRuntime):
             evaluation["steps"]["template_generating"] = "completed"
             await run.pipeline.save_state(run.turn.context_id, run.state)
         assert template is not None
+        await run.interrupts.candidate_checkpoint(candidate)  # restart, pause or rollback between sub-steps
         await sub_event("candidate_step_started", "cost_estimating", "working", {})
         cost = self.prices.estimate(template["resources"])
         problems = check_constraints(candidate["hard_constraints"], template["resources"])
@@ -287,3 +288,6 @@ class SellingPipeline(PipelineRuntime):
             "template_artifact": template["filename"], "template_task_id": template["task_id"]})
         run.say(message)
         await self.finish(run, "completed", message)
+
+    def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
+        interrupts.selling_rollback_state(run, target, candidates)

@@ -345,3 +345,11 @@ class SolutionFirstPipeline(PipelineRuntime):
             "effective_deployment_parameters": self._effective(run)})
         run.say(message)
         await self.finish(run, "completed", message)
+
+    def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
+        """Going back (an interrupt): to step 1 drops the choice, its template and overrides; to step 2 the template."""
+        if target == SELECT:
+            run.state.pop("selected", None)
+            run.state["overrides"] = {}
+        if target in (SELECT, MATERIALIZE):
+            run.state.pop("template", None)

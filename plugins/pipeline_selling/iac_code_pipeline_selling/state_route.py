@@ -66,13 +66,20 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
             cand = event["candidate"]
             entry = candidates.setdefault(cand["index"], {"index": cand["index"], "name": cand.get("name", ""),
                                                           "runId": cand["runId"], "status": "running"})
-            if kind == "candidate_completed":
+            if kind == "candidate_started":  # a restarted candidate's new attempt (interrupts)
+                entry.update(runId=cand["runId"], status="running")
+            elif kind == "candidate_completed":
                 entry.update(status="completed", totalMonthlyCost=data.get("totalMonthlyCost", ""))
             elif kind == "candidate_failed":
                 entry["status"] = "failed"
         elif kind == "artifact_created":
             tool_results.append({"eventId": event["eventId"], "filename": event.get("artifact", {}).get("filename", ""),
                                  "candidateIndex": data.get("candidateIndex")})
+        elif kind == "rollback_completed" and "step" in event:  # the target step waits for its new attempt
+            step = event["step"]
+            current = step["id"]
+            steps[step["id"]] = {"id": step["id"], "runId": step["runId"], "attempt": step["attempt"],
+                                 "status": "pending"}
         elif kind == "input_required":
             pending = dict(data)
         elif kind == "input_received":

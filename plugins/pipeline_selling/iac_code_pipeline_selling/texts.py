@@ -16,6 +16,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "no_deployer": ("No deployer is configured, so nothing was deployed. The template of “{name}” is stored as the "
                         "task artifact {artifact} (task {task}); deploy it with ROS, or keep editing it here."),
         "handoff": "The pipeline is finished; this conversation continues as normal chat.",
+        "cleanup_nothing": "Nothing to clean up: this pipeline run deployed no cloud resources.",
         "early_exit": "This is not an infrastructure request, so no pipeline runs; this conversation continues as normal chat.",
         "canceled": "The pipeline was canceled; this conversation continues as normal chat.",
         "all_failed": "No candidate architecture could be evaluated; this conversation continues as normal chat.",
@@ -63,6 +64,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "no_deployer": ("未配置部署器，因此没有部署任何资源。“{name}”的模板已保存为任务产物 {artifact}（任务 {task}）；"
                         "可以用 ROS 部署，或在这里继续修改。"),
         "handoff": "流水线已结束；此会话继续以普通对话进行。",
+        "cleanup_nothing": "无需清理：这次流水线运行没有部署任何云资源。",
         "early_exit": "这不是基础设施需求，因此不运行流水线；此会话继续以普通对话进行。",
         "canceled": "流水线已取消；此会话继续以普通对话进行。",
         "all_failed": "没有候选架构评估成功；此会话继续以普通对话进行。",
