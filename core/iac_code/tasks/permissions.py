@@ -6,7 +6,8 @@ exact per-API allows, then blanket allows and auto-approval, which never release
 a protected Alibaba Cloud write API); otherwise the turn pauses in
 INPUT_REQUIRED with a permission envelope (and a question people read in its
 status message, :func:`pause_text`) and the :class:`PermissionBroker` waits for
-the caller's answer: the structured answer, or a text one (:func:`text_decision`).
+the caller's answer: the structured answer (a data part, or the same JSON as an
+``IAC_CODE_PERMISSION:`` text part, :func:`read_answer`), or a text one (:func:`text_decision`).
 Every decision is appended to the audit log; an allow whose record cannot be
 written becomes a deny.
 """
@@ -195,8 +196,15 @@ class PermissionBroker:
         pending.future.set_result(answer.decision)
 
 
+TEXT_PREFIX = "IAC_CODE_PERMISSION:"
+TEXT_ANSWER_FIELDS = ANSWER_FIELDS | {"contextId"}
+ONE_TRANSPORT = "Permission responses must use exactly one supported JSON transport."
+ONE_TEXT_PART = "Permission responses must contain exactly one JSON TextPart."
+CONTEXT_MISMATCH = "Permission response contextId does not match message contextId."
+
+
 def permission_answer_part(message: Message, raw_message: Any) -> list[Any] | None:
-    """The message's parts as JSON if any is a permission answer, else ``None``."""
+    """The message's parts as JSON if any is a permission answer data part, else ``None``."""
     raw_parts = raw_message.get("parts") if isinstance(raw_message, dict) else None
     if not isinstance(raw_parts, list):
         return None
@@ -207,6 +215,51 @@ def permission_answer_part(message: Message, raw_message: Any) -> list[Any] | No
     return None
 
 
+def text_answer_payload(text: str) -> dict[str, Any] | None:
+    """The JSON object of an ``IAC_CODE_PERMISSION:{json}`` text, when it is one with ``kind: permission``.
+
+    Anything else (no prefix, not JSON, not an object, another kind) is ``None``: ordinary chat.
+    """
+    if not text.startswith(TEXT_PREFIX):
+        return None
+    try:
+        payload = json.loads(text[len(TEXT_PREFIX):])
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) and payload.get("kind") == "permission" else None
+
+
+def read_answer(message: Message, raw_message: Any) -> Answer | None:
+    """The validated permission answer a message carries, in either form, or ``None`` for an ordinary message.
+
+    The forms: one ``application/json`` data part (input-and-permissions §3), or one text part
+    ``IAC_CODE_PERMISSION:{json}`` for text-only gateways (its payload adds ``contextId``; a message
+    without ``taskId``/``contextId`` takes them from the payload, written into ``message``). Both forms
+    in one message are refused. Every error is -32602 with the protocol's text.
+    """
+    data_parts = permission_answer_part(message, raw_message)
+    payloads = [payload for part in message.parts if part.WhichOneof("content") == "text"
+                for payload in (text_answer_payload(part.text),) if payload is not None]
+    if data_parts is not None and payloads:
+        raise InvalidParamsError(message=ONE_TRANSPORT)
+    if data_parts is not None:
+        return validate_answer(message, data_parts)
+    if payloads:
+        return validate_text_answer(message, payloads)
+    return None
+
+
+def _check_payload(data: Mapping[str, Any], fields: frozenset[str]) -> None:
+    """Steps 3-5 of the answer checks: exact fields, ``schemaVersion`` 1, a known decision."""
+    if set(data) != fields:
+        raise InvalidParamsError(message="Permission response payload fields do not match schemaVersion 1.")
+    version = data["schemaVersion"]
+    if isinstance(version, bool) or not isinstance(version, int | float) or version != 1:
+        raise InvalidParamsError(message="Permission response schemaVersion must be 1.")
+    if data["decision"] not in (ALLOW_ONCE, DENY):
+        raise InvalidParamsError(message="Permission decision must be allow_once or deny.")
+
+
 def validate_answer(message: Message, raw_parts: list[Any]) -> Answer:
     """Check a permission answer's shape (all errors are -32602 with the documented texts)."""
     if message.role != Role.ROLE_USER:
@@ -214,19 +267,37 @@ def validate_answer(message: Message, raw_parts: list[Any]) -> Answer:
     if len(raw_parts) != 1:
         raise InvalidParamsError(message="Permission responses must contain exactly one application/json DataPart.")
     data = raw_parts[0]["data"]
-    if set(data) != ANSWER_FIELDS:
-        raise InvalidParamsError(message="Permission response payload fields do not match schemaVersion 1.")
-    version = data["schemaVersion"]
-    if isinstance(version, bool) or not isinstance(version, int | float) or version != 1:
-        raise InvalidParamsError(message="Permission response schemaVersion must be 1.")
-    if data["decision"] not in (ALLOW_ONCE, DENY):
-        raise InvalidParamsError(message="Permission decision must be allow_once or deny.")
+    _check_payload(data, ANSWER_FIELDS)
     fields = (message.task_id, message.context_id, data["requestTaskId"], data["inputId"], data["toolUseId"])
     if not all(isinstance(f, str) and f for f in fields):
         raise InvalidParamsError(message="Permission response correlation fields are required.")
     if message.task_id != data["requestTaskId"]:
         raise InvalidParamsError(message="Permission response taskId does not match requestTaskId.")
     return Answer(message.task_id, message.context_id, data["inputId"], data["toolUseId"], data["decision"])
+
+
+def validate_text_answer(message: Message, payloads: list[dict[str, Any]]) -> Answer:
+    """Check an ``IAC_CODE_PERMISSION:`` text answer: the data-part checks, one text part, and its ``contextId``.
+
+    A message without ``taskId`` (``contextId``) answers the payload's ``requestTaskId`` (``contextId``).
+    """
+    if message.role != Role.ROLE_USER:
+        raise InvalidParamsError(message="Permission responses must use ROLE_USER.")
+    if len(message.parts) != 1 or len(payloads) != 1:
+        raise InvalidParamsError(message=ONE_TEXT_PART)
+    data = payloads[0]
+    _check_payload(data, TEXT_ANSWER_FIELDS)
+    task_id = message.task_id or data["requestTaskId"]
+    context_id = message.context_id or data["contextId"]
+    fields = (task_id, context_id, data["requestTaskId"], data["contextId"], data["inputId"], data["toolUseId"])
+    if not all(isinstance(f, str) and f for f in fields):
+        raise InvalidParamsError(message="Permission response correlation fields are required.")
+    if task_id != data["requestTaskId"]:
+        raise InvalidParamsError(message="Permission response taskId does not match requestTaskId.")
+    if context_id != data["contextId"]:
+        raise InvalidParamsError(message=CONTEXT_MISMATCH)
+    message.task_id, message.context_id = task_id, context_id
+    return Answer(task_id, context_id, data["inputId"], data["toolUseId"], data["decision"])
 
 
 def ack_message(*, task_id: str, context_id: str, input_id: str, tool_use_id: str, decision: str) -> Message:

@@ -83,9 +83,8 @@ from iac_code.tasks.permissions import (
     awaited_answer,
     message_text,
     pending_error,
-    permission_answer_part,
+    read_answer,
     text_decision,
-    validate_answer,
 )
 from iac_code.tasks.remote_turns import RemoteTurns
 from iac_code.tasks.run_modes import durable_pipeline
@@ -332,10 +331,11 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             return None
         raw = context.state.get(RAW_PARAMS_KEY)
         raw_message = raw.get("message") if isinstance(raw, dict) else None
-        parts = permission_answer_part(params.message, raw_message)
-        if parts is None:
-            return None
-        return validate_answer(params.message, parts)
+        answer = read_answer(params.message, raw_message)
+        if answer is not None:
+            validate_id(answer.task_id)
+            validate_id(answer.context_id)
+        return answer
 
     async def _text_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
         """A text answer (``allow``, ``deny``, ...) to the caller's task paused for permission.
