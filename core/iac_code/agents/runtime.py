@@ -101,6 +101,20 @@ class Thinking:
     text: str
 
 
+@dataclass(frozen=True)
+class ApiCall:
+    """One cloud API call a tool call makes, as the permission envelope's ``operation.apiCalls`` lists it.
+
+    ``effect`` is ``read`` or ``change``; ``repeat`` says a call is repeated (``polling`` while a
+    tool waits for a stack), ``None`` for a single call.
+    """
+
+    product: str
+    action: str
+    effect: str = "change"
+    repeat: str | None = None
+
+
 @dataclass
 class PermissionRequest:
     """A tool call that needs the caller's permission.
@@ -110,6 +124,9 @@ class PermissionRequest:
     the caller's interactive answer). ``operation`` describes cloud calls
     (``product``, ``action``, ``region``, ``stackName``, ``stackId``,
     ``deploymentSummary``); ``is_read_only`` is ``None`` when unknown.
+    ``api_calls`` are the cloud API calls the tool declares (else the kernel derives them), and
+    ``display_parameters`` the input keys the envelope shows with their values (``None``: the
+    kernel's rule by tool; ``()``: none).
     """
 
     tool_use_id: str
@@ -118,6 +135,8 @@ class PermissionRequest:
     is_read_only: bool | None = None
     operation: Mapping[str, Any] = field(default_factory=dict)
     allowed: bool | None = None
+    api_calls: tuple[ApiCall, ...] = ()
+    display_parameters: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ from iac_code.language.i18n import Translator, translator
 from iac_code.agents.runtime import PermissionRequest
 from iac_code.base.storage import private_dir
 from iac_code.agents.tool_metadata import input_shape, sanitise_text
+from iac_code.tasks.permission_display import TARGET_SEPARATOR, display_parameters, target_parts
+from iac_code.tasks.permission_display import operation as describe_operation
 
 logger = logging.getLogger(__name__)
 
@@ -338,7 +340,6 @@ def _cut(text: str, limit: int = 500) -> str:
 
 
 def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
-    operation = request.operation
     product, action = _api_of(request)
     tool = request.tool_name
     if product or action:
@@ -350,13 +351,13 @@ def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
             title = t(m.TITLE_CLOUD_READ, operation=api)
         else:
             title = t(m.TITLE_CLOUD_RUN, operation=api)
-        target = t(m.TARGET_IN_REGION, operation=api, region=operation["region"]) if operation.get("region") else api
-        stack = operation.get("stackName") or operation.get("stackId")
-        if stack:
-            target = t(m.TARGET_STACK, target=target, stack=stack)
+        target = TARGET_SEPARATOR.join(target_parts(request) or [api])  # resources · region
         effect = "read" if request.is_read_only else "cloud_change" if request.is_read_only is False else "unknown"
         return {"title": title, "purpose": t(m.PURPOSE_CLOUD, operation=api), "target": target, "effect": effect}
     explicit = next((str(request.input[k]) for k in TARGET_KEYS if isinstance(request.input.get(k), str)), None)
+    specific = target_parts(request)
+    if specific:  # file path; path · pattern; URL; server:tool for MCP
+        explicit = TARGET_SEPARATOR.join(specific)
     if tool == "bash":
         command = str(request.input.get("command", ""))[:240]
         target = t(m.TARGET_WORKSPACE)
@@ -403,7 +404,10 @@ def _deployment(request: PermissionRequest, t: Translator, language: str) -> tup
 
 def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input_id: str,
              language: str) -> dict[str, Any]:
-    """The ``metadata.iac_code.input`` permission envelope (schemaVersion 1), localised."""
+    """The ``metadata.iac_code.input`` permission envelope (schemaVersion 1), localised.
+
+    ``operation`` and ``displayParameters`` (:mod:`iac_code.tasks.permission_display`) are added when known.
+    """
     t = translator(language)
     display = {k: (_cut(v, 80) if k == "effect" else _cut(v)) for k, v in _display(request, t).items()}
     display["title"] = display["title"] or t(m.TITLE_FALLBACK)
@@ -425,6 +429,12 @@ def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input
     }
     if deployment is not None:
         result["deploymentSummary"] = deployment
+    described = describe_operation(request)
+    if described is not None:
+        result["operation"] = described
+    shown = display_parameters(request)
+    if shown is not None:
+        result["displayParameters"] = shown
     return result
 
 
