@@ -18,7 +18,9 @@ class TurnRequest:
 
     ``history`` holds the context's earlier turns (``{"role", "text"}``);
     ``session`` is the runtime's own JSON-serialisable state for the context,
-    kept and persisted by the kernel between turns.
+    kept and persisted by the kernel between turns. ``llm_headers`` are the extra
+    request headers the context's caller set for LLM-provider calls (a live mapping:
+    an answer mid-turn may change it; memory only, never to be logged or stored).
     """
 
     context_id: str
@@ -33,6 +35,7 @@ class TurnRequest:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     run_mode: str = "normal"  # "pipeline": the turn runs the pipeline ``pipeline_name`` (validated by the kernel)
     pipeline_name: str = ""
+    llm_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -141,10 +144,14 @@ class PermissionRequest:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token usage for the turn so far."""
+    """Token usage for the turn so far; ``provider``, ``model`` and ``cached_input_tokens`` (input tokens
+    read from the provider's prompt cache) when the runtime knows them."""
 
     input_tokens: int
     output_tokens: int
+    provider: str = ""
+    model: str = ""
+    cached_input_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -185,3 +192,8 @@ class AgentRuntime(Protocol):
     def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         """Run one turn and stream its events."""
         ...
+
+    # Optional: ``readiness() -> Mapping`` with ``ready``, ``source``, ``provider``, ``providerDisplay``,
+    # ``model`` and ``missing`` (a subset of partner_configuration, provider, model, api_key, configuration):
+    # whether the runtime's model is configured, from configuration only (no network call, never a secret).
+    # ``GET /iac-code/readiness`` shows it as ``llm``.
