@@ -44,9 +44,11 @@ ROS_TEMPLATE_ACTIONS = ("ValidateTemplate", "GetTemplateParameterConstraints", "
 # Tools whose calls never get displayParameters (their envelopes already say what they touch).
 _NO_DISPLAY_NAMES = frozenset({
     "read_file", "write_file", "edit_file", "multi_edit", "notebook_edit", "glob", "grep", "list_files", "ls",
-    "bash", "shell", "powershell", "fetch", "ask_user_question", "list_mcp_resources", "read_mcp_resource",
+    "bash", "shell", "powershell", "fetch", "memory", "task", "agent", "skill", "doc", "docs", "display",
+    "ask_user_question", "list_mcp_resources", "read_mcp_resource",
 })
-_NO_DISPLAY_PREFIXES = ("web_", "memory", "task", "todo", "agent", "skill", "doc", "show_", "display")
+_NO_DISPLAY_PREFIXES = ("web_", "memory_", "task_", "todo_", "agent_", "skill_", "doc_", "docs_", "show_",
+                        "display_")
 FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "multi_edit", "notebook_edit"})
 SEARCH_TOOLS = frozenset({"glob", "grep", "list_files", "ls"})
 
