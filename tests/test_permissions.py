@@ -112,9 +112,15 @@ async def test_interactive_allow_streams_the_whole_flow() -> None:
     assert envelope["schemaVersion"] == 1 and envelope["kind"] == "permission"
     assert envelope["toolName"] == "aliyun_api" and envelope["isReadOnly"] is False
     assert envelope["title"] == "Create ROS stack"
-    assert envelope["target"] == "ros CreateStack in cn-hangzhou; stack demo-stack"
+    assert envelope["target"] == "demo-stack · cn-hangzhou"  # resource identifiers plus region (since 0.16)
     assert envelope["effect"] == "cloud_change"
-    assert envelope["prompt"] == "Create ROS stack (ros CreateStack in cn-hangzhou; stack demo-stack)?"
+    assert envelope["prompt"] == "Create ROS stack (demo-stack · cn-hangzhou)?"
+    assert envelope["operation"] == {
+        "product": "ros", "action": "CreateStack", "region": "cn-hangzhou",
+        "target": {"type": "resource", "name": "demo-stack"},
+        "apiCalls": [{"product": "ROS", "action": "CreateStack", "effect": "change"}]}
+    assert envelope["displayParameters"] == {"format": "json", "value": {
+        "StackName": "demo-stack", "secret_token": {"redacted": True}}}
     assert envelope["options"] == [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}]
     assert "hunter2" not in json.dumps(envelope)
 
@@ -335,7 +341,7 @@ async def test_envelope_is_localised_per_turn() -> None:
         results = await asyncio.gather(pending_permission(server, http, "deploy", preferredLanguage="zh-CN"),
                                        pending_permission(server, http, "read", preferredLanguage="de"))
         (_, zh), (_, de) = results
-        english = {"prompt": "Create ROS stack (ros CreateStack in cn-hangzhou; stack demo-stack)?", "label": "Allow once"}
+        english = {"prompt": "Create ROS stack (demo-stack · cn-hangzhou)?", "label": "Allow once"}
         assert zh["language"] == "zh" and de["language"] == "de"
         assert zh["prompt"] != english["prompt"] and zh["options"][0]["label"] != english["label"]
         assert de["options"][0]["label"] not in (english["label"], zh["options"][0]["label"])

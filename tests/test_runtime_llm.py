@@ -113,7 +113,8 @@ async def test_a_multi_step_turn_writes_a_template(tmp_path: Path, monkeypatch: 
         assert any("artifactUpdate" in e for e in second)
         assert "Saved vpc.ros.yaml." in _texts(second) and "Let me generate it." in _texts(first)
         final = _updates(second)[-1]  # the turn's end carries the answer and the usage
-        assert _meta(final)["usage"] == {"inputTokens": 600, "outputTokens": 60, "totalTokens": 660}
+        assert _meta(final)["usage"] == {"inputTokens": 600, "outputTokens": 60, "totalTokens": 660,
+                                         "provider": "openai", "model": "stub-model"}  # no cache counts sent
         assert _final(second)["state"] == "TASK_STATE_INPUT_REQUIRED"
 
         assert len(stub.requests) == 3

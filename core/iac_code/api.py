@@ -30,6 +30,7 @@ from typing import Any
 from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, Understanding
 from iac_code.agents.runtime import (
     AgentRuntime,
+    ApiCall,
     ArtifactPayload,
     Interrupt,
     PermissionRequest,
@@ -207,6 +208,7 @@ __all__ = [
     "AgentRuntime",
     "AgentRuntimeSpec",
     "Answer",
+    "ApiCall",
     "ArtifactFiles",
     "ArtifactPayload",
     "CallError",

@@ -18,7 +18,9 @@ class TurnRequest:
 
     ``history`` holds the context's earlier turns (``{"role", "text"}``);
     ``session`` is the runtime's own JSON-serialisable state for the context,
-    kept and persisted by the kernel between turns.
+    kept and persisted by the kernel between turns. ``llm_headers`` are the extra
+    request headers the context's caller set for LLM-provider calls (a live mapping:
+    an answer mid-turn may change it; memory only, never to be logged or stored).
     """
 
     context_id: str
@@ -33,6 +35,7 @@ class TurnRequest:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     run_mode: str = "normal"  # "pipeline": the turn runs the pipeline ``pipeline_name`` (validated by the kernel)
     pipeline_name: str = ""
+    llm_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,20 @@ class Thinking:
     text: str
 
 
+@dataclass(frozen=True)
+class ApiCall:
+    """One cloud API call a tool call makes, as the permission envelope's ``operation.apiCalls`` lists it.
+
+    ``effect`` is ``read`` or ``change``; ``repeat`` says a call is repeated (``polling`` while a
+    tool waits for a stack), ``None`` for a single call.
+    """
+
+    product: str
+    action: str
+    effect: str = "change"
+    repeat: str | None = None
+
+
 @dataclass
 class PermissionRequest:
     """A tool call that needs the caller's permission.
@@ -111,9 +128,11 @@ class PermissionRequest:
     (``product``, ``action``, ``region``, ``stackName``, ``stackId``,
     ``deploymentSummary``; with ``apiCalls`` and ``target`` it is also shown
     as the envelope's since-0.13 §6 ``operation``); ``is_read_only`` is ``None``
-    when unknown. ``input_id``: the id the caller's answer must name (the
-    kernel makes one when empty), so a runtime that announces the question
-    itself (a pipeline's ``permission_requested``) knows it beforehand.
+    when unknown. ``api_calls`` are the cloud API calls the tool declares (else the kernel
+    derives them), and ``display_parameters`` the input keys the envelope shows with their
+    values (``None``: the kernel's rule by tool; ``()``: none). ``input_id``: the id the
+    caller's answer must name (the kernel makes one when empty), so a runtime that announces
+    the question itself (a pipeline's ``permission_requested``) knows it beforehand.
     With ``allowed`` the kernel also sets ``decided_by``: ``rule``,
     ``auto-approve``, ``interactive`` or ``timeout``.
     """
@@ -126,14 +145,20 @@ class PermissionRequest:
     allowed: bool | None = None
     input_id: str = ""
     decided_by: str = ""
+    api_calls: tuple[ApiCall, ...] = ()
+    display_parameters: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Token usage for the turn so far."""
+    """Token usage for the turn so far; ``provider``, ``model`` and ``cached_input_tokens`` (input tokens
+    read from the provider's prompt cache) when the runtime knows them."""
 
     input_tokens: int
     output_tokens: int
+    provider: str = ""
+    model: str = ""
+    cached_input_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -195,3 +220,8 @@ class AgentRuntime(Protocol):
     def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         """Run one turn and stream its events."""
         ...
+
+    # Optional: ``readiness() -> Mapping`` with ``ready``, ``source``, ``provider``, ``providerDisplay``,
+    # ``model`` and ``missing`` (a subset of partner_configuration, provider, model, api_key, configuration):
+    # whether the runtime's model is configured, from configuration only (no network call, never a secret).
+    # ``GET /iac-code/readiness`` shows it as ``llm``.

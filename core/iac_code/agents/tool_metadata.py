@@ -18,7 +18,11 @@ FIELD_LIMIT = 4000
 MAX_DEPTH = 16
 MAX_FIELDS = 64
 NODE_BUDGET = 512
-RESULT_DEPTH = 32
+# Every level of a shape is two JSON objects (the shape and its ``fields``), each three protobuf messages deep
+# in a Struct; a task (and a pipeline event inside it) must stay under protobuf's 100-level parse limit, or the
+# update that carries it cannot be stored or sent. Shapes therefore stop at 8 levels, results at 24.
+SHAPE_DEPTH = 8
+RESULT_DEPTH = 24
 ARTIFACT_PAYLOAD_KEYS = frozenset({"content", "bytes", "base64", "raw", "path"})
 TOOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 ALLOWED_FIELDS = frozenset("""
@@ -64,7 +68,7 @@ def input_shape(value: Any, depth: int = 0, budget: list[int] | None = None) -> 
     if value is None:
         return {"type": "null"}
     if isinstance(value, Mapping):
-        if depth >= MAX_DEPTH or budget[0] <= 0:
+        if depth >= SHAPE_DEPTH or budget[0] <= 0:
             return {"type": "object", "truncated": True}
         fields: dict[str, Any] = {}
         for index, (key, item) in enumerate(value.items()):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from iac_code.agents.runtime import (
+    ApiCall,
     ArtifactPayload,
     PermissionRequest,
     RuntimeEvent,
@@ -39,10 +40,20 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class Permission:
-    """A tool call's permission needs: read-only or not, and the cloud operation if any."""
+    """A tool call's permission needs: read-only or not, and the cloud operation if any.
+
+    ``operation`` is the call's audit metadata (``product``, ``action``, ``region``,
+    ``stackName``, ``stackId``, ``deploymentSummary``). For the permission envelope's
+    ``operation.apiCalls`` and ``displayParameters`` a tool may declare ``api_calls`` (the
+    cloud API calls this call makes) and ``display_parameters`` (the input keys a person
+    decides on, shown with their values, secrets redacted; ``()`` shows none); left out, the
+    kernel derives both from the tool's name and input.
+    """
 
     is_read_only: bool | None
     operation: Mapping[str, Any] = field(default_factory=dict)
+    api_calls: tuple[ApiCall, ...] = ()
+    display_parameters: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,9 @@ async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
     needs = tool.permission(call.input, context)
     if needs is not None:
         request = PermissionRequest(call.tool_use_id, call.name, call.input, is_read_only=needs.is_read_only,
-                                    operation=dict(needs.operation))
+                                    operation=dict(needs.operation), api_calls=tuple(needs.api_calls),
+                                    display_parameters=(tuple(needs.display_parameters)
+                                                        if needs.display_parameters is not None else None))
         yield request
         call.allowed = bool(request.allowed)
         if not call.allowed:

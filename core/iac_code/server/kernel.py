@@ -28,6 +28,7 @@ from iac_code.protocol.dispatcher import METHOD_PARAMS, JsonRpcDispatcher
 from iac_code.base.errors import StartupError
 from iac_code.tasks.executor import RuntimeExecutor
 from iac_code.tasks.inputs import InputDecoder
+from iac_code.tasks.llm_headers import LlmHeaderStore
 from iac_code.base.instrumentation import Activity
 from iac_code.tasks.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.agents.runtime import AgentRuntime
@@ -133,6 +134,7 @@ class Kernel:
         from iac_code.security import workspace
         workspace.protect(self, workspace.ProtectedPaths.of(config))
         self.permissions = PermissionBroker()
+        self.llm_headers = LlmHeaderStore()  # each context's LLM-provider headers (memory only)
         self.executor, self._decoder = self._build_executor()
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
@@ -239,6 +241,7 @@ class Kernel:
             turn_ends_in_input_required=isinstance(self.executor, RuntimeExecutor),
             contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
             permissions=self.permissions if isinstance(self.executor, RuntimeExecutor) else None,
+            llm_headers=self.llm_headers if isinstance(self.executor, RuntimeExecutor) else None,
             max_active_turns_per_caller=self.config.max_active_turns_per_caller,
             link=self.link,
             **push,
@@ -266,6 +269,7 @@ class Kernel:
         executor = RuntimeExecutor(
             runtime, self.contexts, self.artifacts,
             policy=PermissionPolicy(rules.allow, rules.deny, self.config.auto_approve_permissions),
+            llm_headers=self.llm_headers,
             broker=self.permissions, audit=AuditLog(self.config.resolved_audit_log()),
             exposure=self.config.thinking_types, permission_timeout=self.config.permission_timeout or None,
             inline_bytes=self.config.artifact_inline_bytes)

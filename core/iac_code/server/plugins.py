@@ -161,6 +161,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.multimodal_parts",
     "iac_code.builtin.jwks",
     "iac_code.builtin.hmac_signer",
+    "iac_code.builtin.readiness",
 )
 
 

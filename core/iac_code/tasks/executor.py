@@ -25,6 +25,7 @@ from iac_code.tasks.artifacts import ArtifactStore
 from iac_code.tasks.contexts import ContextRegistry, ContextState, channel_fallback
 from iac_code.language.i18n import translator
 from iac_code.tasks.inputs import TurnInput
+from iac_code.tasks.llm_headers import LlmHeaderStore
 from iac_code.tasks.permissions import (
     ALLOW_ONCE,
     DENY,
@@ -68,6 +69,19 @@ def agent_message(task_id: str, context_id: str, kind: str, text: str) -> Messag
                    parts=[Part(text=text)], task_id=task_id, context_id=context_id)
 
 
+def usage_metadata(usage: Usage) -> dict[str, Any]:
+    """``metadata.iac_code.usage``: the token counts, and ``provider``, ``model``, ``cachedInputTokens`` when known."""
+    data: dict[str, Any] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+                            "totalTokens": usage.input_tokens + usage.output_tokens}
+    if usage.provider:
+        data["provider"] = usage.provider[:128]
+    if usage.model:
+        data["model"] = usage.model[:256]
+    if usage.cached_input_tokens is not None:
+        data["cachedInputTokens"] = usage.cached_input_tokens
+    return data
+
+
 class RuntimeExecutor(AgentExecutor):
     """Runs one iac-code runtime turn per A2A message and publishes its events."""
 
@@ -76,8 +90,10 @@ class RuntimeExecutor(AgentExecutor):
     def __init__(self, runtime: AgentRuntime, contexts: ContextRegistry, artifacts: ArtifactStore, *,
                  policy: PermissionPolicy, broker: PermissionBroker, audit: AuditLog,
                  exposure: frozenset[str] = frozenset({"tool_trace"}),
-                 permission_timeout: float | None = None, inline_bytes: int = 65536) -> None:
+                 permission_timeout: float | None = None, inline_bytes: int = 65536,
+                 llm_headers: LlmHeaderStore | None = None) -> None:
         self._runtime = runtime
+        self.llm_headers = llm_headers if llm_headers is not None else LlmHeaderStore()
         self._inline_bytes = inline_bytes
         self.contexts = contexts
         self._artifacts = artifacts
@@ -87,6 +103,11 @@ class RuntimeExecutor(AgentExecutor):
         self._tool_trace = "tool_trace" in exposure
         self._raw_thinking = "raw_thinking" in exposure
         self._permission_timeout = permission_timeout
+
+    @property
+    def runtime(self) -> AgentRuntime:
+        """The agent runtime this executor runs (``/iac-code/readiness`` asks it about its model)."""
+        return self._runtime
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
@@ -115,11 +136,14 @@ class RuntimeExecutor(AgentExecutor):
                     not turn_input.decoded.prompt.strip() and not turn_input.decoded.manifest):
                 await updater.failed(agent_message(task_id, context_id, "4", t(m.EMPTY_INPUT)))
                 return
+            owner = resolve_user_scope(context.call_context)
+            self.llm_headers.apply(owner, context_id, turn_input.llm_headers)
             turn = TurnRequest(
                 context_id=context_id, task_id=task_id, prompt=turn_input.decoded.prompt, cwd=turn_input.cwd,
                 language=turn_input.language or "en", channel=channel_fallback(reserved.channel),
                 manifest=turn_input.decoded.manifest, history=tuple(reserved.history), session=reserved.session,
-                metadata=turn_input.metadata, run_mode=turn_input.run_mode, pipeline_name=turn_input.pipeline_name)
+                metadata=turn_input.metadata, run_mode=turn_input.run_mode, pipeline_name=turn_input.pipeline_name,
+                llm_headers=self.llm_headers.live(owner, context_id))
             answer = await self._run(turn, updater, context.call_context)
             if answer is not None:
                 reserved.history.append({"role": "user", "text": turn.prompt})
@@ -185,8 +209,7 @@ class RuntimeExecutor(AgentExecutor):
         metadata: dict[str, Any] = {**final, "assistantFinal": {
             **(dict(extra_final) if isinstance(extra_final, dict) else {}), "complete": True}}
         if usage is not None:
-            metadata["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
-                                 "totalTokens": usage.input_tokens + usage.output_tokens}
+            metadata["usage"] = usage_metadata(usage)
         # One final event: the turn's end carries its answer where clients look (status.message), once.
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED,
                                     agent_message(task_id, context_id, "2", answer) if answer else None,

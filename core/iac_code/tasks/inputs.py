@@ -6,6 +6,7 @@ a JSON-RPC invalid-params error and no task is left behind.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,7 @@ class TurnInput:
     error_info: Mapping[str, str] = field(default_factory=dict)
     run_mode: str = "normal"
     pipeline_name: str = ""  # the pipeline the request names ("": its session's, else the server's)
+    llm_headers: Mapping[str, str] | None = None  # the context's new LLM headers (None: keep them)
 
 
 UNSUPPORTED_RUN_MODE = "Unsupported run mode."
@@ -152,8 +154,9 @@ def read_run_mode(metadata: Mapping[str, Any], default_mode: str, pipelines: Col
     return mode, name.strip()
 
 
-# Per-turn secrets a client may put in ``metadata.iac_code``: the runtime gets them, the task never stores them.
-TURN_SECRET_KEYS = ("iac_code_api_key", "iacCodeApiKey")
+# Per-turn secrets a client may put in ``metadata.iac_code``: the runtime gets them, the task never stores them
+# (``llm_headers`` reaches the runtime as ``TurnRequest.llm_headers``, see :mod:`iac_code.tasks.llm_headers`).
+TURN_SECRET_KEYS = ("iac_code_api_key", "iacCodeApiKey", "llm_headers")
 
 
 def strip_turn_secrets(message: Message) -> None:
@@ -165,6 +168,28 @@ def strip_turn_secrets(message: Message) -> None:
         for key in TURN_SECRET_KEYS:
             if key in section.struct_value.fields:
                 del section.struct_value.fields[key]
+
+
+UNSUPPORTED_REGION = "Unsupported Alibaba Cloud region ID."
+_REGION_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+REGION_KEY = "alibaba_cloud_region_id"
+
+
+def check_region_only(metadata: Mapping[str, Any]) -> None:
+    """A region given without an access key (``alibaba_cloud_region_id`` alone) must be a region id.
+
+    It then overrides only the region of the server's own credentials. Beside a key id or secret
+    it belongs to those metadata credentials (a pair uses it; a lone half is ignored with them).
+    Raises ``ValueError`` with the protocol's text.
+    """
+    region = metadata.get(REGION_KEY)
+    if region is None:
+        return
+    if any(metadata.get(k) not in (None, "") for k in ("alibaba_cloud_access_key_id",
+                                                      "alibaba_cloud_access_key_secret")):
+        return
+    if not isinstance(region, str) or not _REGION_ID.fullmatch(region):
+        raise ValueError(UNSUPPORTED_REGION)
 
 
 def iac_code_metadata(message: Message, raw_message: Any = None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ exact per-API allows, then blanket allows and auto-approval, which never release
 a protected Alibaba Cloud write API); otherwise the turn pauses in
 INPUT_REQUIRED with a permission envelope (and a question people read in its
 status message, :func:`pause_text`) and the :class:`PermissionBroker` waits for
-the caller's answer: the structured answer, or a text one (:func:`text_decision`).
+the caller's answer: the structured answer (a data part, or the same JSON as an
+``IAC_CODE_PERMISSION:`` text part, :func:`read_answer`), or a text one (:func:`text_decision`).
 Every decision is appended to the audit log; an allow whose record cannot be
 written becomes a deny.
 """
@@ -35,6 +36,8 @@ from iac_code.language.i18n import Translator, translator
 from iac_code.agents.runtime import PermissionRequest
 from iac_code.base.storage import private_dir
 from iac_code.agents.tool_metadata import input_shape, sanitise_text
+from iac_code.tasks.permission_display import TARGET_SEPARATOR, display_parameters, target_parts
+from iac_code.tasks.permission_display import operation as describe_operation
 
 logger = logging.getLogger(__name__)
 
@@ -200,8 +203,15 @@ class PermissionBroker:
         pending.future.set_result(answer.decision)
 
 
+TEXT_PREFIX = "IAC_CODE_PERMISSION:"
+TEXT_ANSWER_FIELDS = ANSWER_FIELDS | {"contextId"}
+ONE_TRANSPORT = "Permission responses must use exactly one supported JSON transport."
+ONE_TEXT_PART = "Permission responses must contain exactly one JSON TextPart."
+CONTEXT_MISMATCH = "Permission response contextId does not match message contextId."
+
+
 def permission_answer_part(message: Message, raw_message: Any) -> list[Any] | None:
-    """The message's parts as JSON if any is a permission answer, else ``None``."""
+    """The message's parts as JSON if any is a permission answer data part, else ``None``."""
     raw_parts = raw_message.get("parts") if isinstance(raw_message, dict) else None
     if not isinstance(raw_parts, list):
         return None
@@ -212,6 +222,51 @@ def permission_answer_part(message: Message, raw_message: Any) -> list[Any] | No
     return None
 
 
+def text_answer_payload(text: str) -> dict[str, Any] | None:
+    """The JSON object of an ``IAC_CODE_PERMISSION:{json}`` text, when it is one with ``kind: permission``.
+
+    Anything else (no prefix, not JSON, not an object, another kind) is ``None``: ordinary chat.
+    """
+    if not text.startswith(TEXT_PREFIX):
+        return None
+    try:
+        payload = json.loads(text[len(TEXT_PREFIX):])
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) and payload.get("kind") == "permission" else None
+
+
+def read_answer(message: Message, raw_message: Any) -> Answer | None:
+    """The validated permission answer a message carries, in either form, or ``None`` for an ordinary message.
+
+    The forms: one ``application/json`` data part (input-and-permissions §3), or one text part
+    ``IAC_CODE_PERMISSION:{json}`` for text-only gateways (its payload adds ``contextId``; a message
+    without ``taskId``/``contextId`` takes them from the payload, written into ``message``). Both forms
+    in one message are refused. Every error is -32602 with the protocol's text.
+    """
+    data_parts = permission_answer_part(message, raw_message)
+    payloads = [payload for part in message.parts if part.WhichOneof("content") == "text"
+                for payload in (text_answer_payload(part.text),) if payload is not None]
+    if data_parts is not None and payloads:
+        raise InvalidParamsError(message=ONE_TRANSPORT)
+    if data_parts is not None:
+        return validate_answer(message, data_parts)
+    if payloads:
+        return validate_text_answer(message, payloads)
+    return None
+
+
+def _check_payload(data: Mapping[str, Any], fields: frozenset[str]) -> None:
+    """Steps 3-5 of the answer checks: exact fields, ``schemaVersion`` 1, a known decision."""
+    if set(data) != fields:
+        raise InvalidParamsError(message="Permission response payload fields do not match schemaVersion 1.")
+    version = data["schemaVersion"]
+    if isinstance(version, bool) or not isinstance(version, int | float) or version != 1:
+        raise InvalidParamsError(message="Permission response schemaVersion must be 1.")
+    if data["decision"] not in (ALLOW_ONCE, DENY):
+        raise InvalidParamsError(message="Permission decision must be allow_once or deny.")
+
+
 def validate_answer(message: Message, raw_parts: list[Any]) -> Answer:
     """Check a permission answer's shape (all errors are -32602 with the documented texts)."""
     if message.role != Role.ROLE_USER:
@@ -219,19 +274,37 @@ def validate_answer(message: Message, raw_parts: list[Any]) -> Answer:
     if len(raw_parts) != 1:
         raise InvalidParamsError(message="Permission responses must contain exactly one application/json DataPart.")
     data = raw_parts[0]["data"]
-    if set(data) != ANSWER_FIELDS:
-        raise InvalidParamsError(message="Permission response payload fields do not match schemaVersion 1.")
-    version = data["schemaVersion"]
-    if isinstance(version, bool) or not isinstance(version, int | float) or version != 1:
-        raise InvalidParamsError(message="Permission response schemaVersion must be 1.")
-    if data["decision"] not in (ALLOW_ONCE, DENY):
-        raise InvalidParamsError(message="Permission decision must be allow_once or deny.")
+    _check_payload(data, ANSWER_FIELDS)
     fields = (message.task_id, message.context_id, data["requestTaskId"], data["inputId"], data["toolUseId"])
     if not all(isinstance(f, str) and f for f in fields):
         raise InvalidParamsError(message="Permission response correlation fields are required.")
     if message.task_id != data["requestTaskId"]:
         raise InvalidParamsError(message="Permission response taskId does not match requestTaskId.")
     return Answer(message.task_id, message.context_id, data["inputId"], data["toolUseId"], data["decision"])
+
+
+def validate_text_answer(message: Message, payloads: list[dict[str, Any]]) -> Answer:
+    """Check an ``IAC_CODE_PERMISSION:`` text answer: the data-part checks, one text part, and its ``contextId``.
+
+    A message without ``taskId`` (``contextId``) answers the payload's ``requestTaskId`` (``contextId``).
+    """
+    if message.role != Role.ROLE_USER:
+        raise InvalidParamsError(message="Permission responses must use ROLE_USER.")
+    if len(message.parts) != 1 or len(payloads) != 1:
+        raise InvalidParamsError(message=ONE_TEXT_PART)
+    data = payloads[0]
+    _check_payload(data, TEXT_ANSWER_FIELDS)
+    task_id = message.task_id or data["requestTaskId"]
+    context_id = message.context_id or data["contextId"]
+    fields = (task_id, context_id, data["requestTaskId"], data["contextId"], data["inputId"], data["toolUseId"])
+    if not all(isinstance(f, str) and f for f in fields):
+        raise InvalidParamsError(message="Permission response correlation fields are required.")
+    if task_id != data["requestTaskId"]:
+        raise InvalidParamsError(message="Permission response taskId does not match requestTaskId.")
+    if context_id != data["contextId"]:
+        raise InvalidParamsError(message=CONTEXT_MISMATCH)
+    message.task_id, message.context_id = task_id, context_id
+    return Answer(task_id, context_id, data["inputId"], data["toolUseId"], data["decision"])
 
 
 def ack_message(*, task_id: str, context_id: str, input_id: str, tool_use_id: str, decision: str) -> Message:
@@ -272,7 +345,6 @@ def _cut(text: str, limit: int = 500) -> str:
 
 
 def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
-    operation = request.operation
     product, action = _api_of(request)
     tool = request.tool_name
     if product or action:
@@ -288,14 +360,13 @@ def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
             title = t(m.TITLE_CLOUD_READ, operation=api)
         else:
             title = t(m.TITLE_CLOUD_RUN, operation=api)
-        target = t(m.TARGET_IN_REGION, operation=api, region=operation["region"]) if operation.get("region") else api
-        target_of = operation.get("target") if isinstance(operation.get("target"), Mapping) else {}
-        stack = operation.get("stackName") or operation.get("stackId") or target_of.get("name") or target_of.get("id")
-        if stack:
-            target = t(m.TARGET_STACK, target=target, stack=stack)
+        target = TARGET_SEPARATOR.join(target_parts(request) or [api])  # resources · region
         effect = "read" if request.is_read_only else "cloud_change" if request.is_read_only is False else "unknown"
         return {"title": title, "purpose": t(m.PURPOSE_CLOUD, operation=api), "target": target, "effect": effect}
     explicit = next((str(request.input[k]) for k in TARGET_KEYS if isinstance(request.input.get(k), str)), None)
+    specific = target_parts(request)
+    if specific:  # file path; path · pattern; URL; server:tool for MCP
+        explicit = TARGET_SEPARATOR.join(specific)
     if tool == "bash":
         command = str(request.input.get("command", ""))[:240]
         target = t(m.TARGET_WORKSPACE)
@@ -342,7 +413,10 @@ def _deployment(request: PermissionRequest, t: Translator, language: str) -> tup
 
 def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input_id: str,
              language: str) -> dict[str, Any]:
-    """The ``metadata.iac_code.input`` permission envelope (schemaVersion 1), localised."""
+    """The ``metadata.iac_code.input`` permission envelope (schemaVersion 1), localised.
+
+    ``operation`` and ``displayParameters`` (:mod:`iac_code.tasks.permission_display`) are added when known.
+    """
     t = translator(language)
     display = {k: (_cut(v, 80) if k == "effect" else _cut(v)) for k, v in _display(request, t).items()}
     display["title"] = display["title"] or t(m.TITLE_FALLBACK)
@@ -364,46 +438,12 @@ def envelope(request: PermissionRequest, *, task_id: str, context_id: str, input
     }
     if deployment is not None:
         result["deploymentSummary"] = deployment
-    operation = _operation(request)
-    if operation is not None:
-        result["operation"] = operation
-    parameters = request.input.get("parameters") if request.tool_name == ROS_DEPLOY else None
-    if isinstance(parameters, Mapping) and parameters:
-        result["displayParameters"] = {"format": "json", "value": _display_value(parameters)}
-    return result
-
-
-_SECRET_KEY = re.compile(r"(secret|password|passwd|token|credential|private_?key|access_?key)", re.I)
-
-
-def _display_value(value: Any, depth: int = 0) -> Any:
-    """Parameters as shown to the caller (since-0.13 §6): secret-looking keys ``{"redacted": true}``, strings
-    sanitised and cut, at most 16 levels and 64 fields a level."""
-    if depth >= 16:
-        return "…"
-    if isinstance(value, Mapping):
-        return {str(k)[:128]: ({"redacted": True} if _SECRET_KEY.search(str(k)) else _display_value(v, depth + 1))
-                for k, v in list(value.items())[:64]}
-    if isinstance(value, list | tuple):
-        return [_display_value(v, depth + 1) for v in list(value)[:64]]
-    if isinstance(value, str):
-        return _cut(value, 512)
-    return value if isinstance(value, int | float | bool) or value is None else _cut(str(value), 512)
-
-
-def _operation(request: PermissionRequest) -> dict[str, Any] | None:
-    """The envelope's since-0.13 §6 ``operation`` when the request describes one (it names ``apiCalls``)."""
-    operation = request.operation
-    calls = operation.get("apiCalls")
-    if not isinstance(calls, list):
-        return None
-    result: dict[str, Any] = {k: _cut(str(operation[k]), 128) for k in ("product", "action", "region")
-                              if operation.get(k)}
-    target = operation.get("target")
-    if isinstance(target, Mapping) and (target.get("name") or target.get("id")):
-        result["target"] = {k: _cut(str(target[k]), 255) for k in ("type", "name", "id") if target.get(k)}
-    result["apiCalls"] = [{k: _cut(str(c[k]), 64) for k in ("product", "action", "effect", "repeat") if c.get(k)}
-                          for c in calls[:16] if isinstance(c, Mapping)]
+    described = describe_operation(request)
+    if described is not None:
+        result["operation"] = described
+    shown = display_parameters(request)
+    if shown is not None:
+        result["displayParameters"] = shown
     return result
 
 

@@ -70,6 +70,7 @@ from iac_code.tasks.inputs import (
     SWITCHED_PIPELINE,
     InputDecoder,
     TurnInput,
+    check_region_only,
     cleanup_only,
     iac_code_metadata,
     normalise_channel,
@@ -86,10 +87,10 @@ from iac_code.tasks.permissions import (
     awaited_answer,
     message_text,
     pending_error,
-    permission_answer_part,
+    read_answer,
     text_decision,
-    validate_answer,
 )
+from iac_code.tasks.llm_headers import LlmHeaderStore, take_llm_headers
 from iac_code.tasks.remote_turns import RemoteTurns
 from iac_code.tasks.run_modes import durable_pipeline, pipeline_handed_off, pipeline_waiting_task
 from iac_code.tasks.task_events import replayed, resume_after, stamped_copy, version_number
@@ -191,12 +192,13 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
     def _read(self, message: Message, raw_params: Any) -> TurnInput:
         raw_message = raw_params.get("message") if isinstance(raw_params, dict) else None
         raw_message = raw_message if isinstance(raw_message, dict) else None
-        metadata = iac_code_metadata(message, raw_message)
+        metadata, llm_headers = take_llm_headers(iac_code_metadata(message, raw_message))
         strip_turn_secrets(message)  # the runtime reads them from ``metadata``; the stored message must not hold them
         language = normalise_language(metadata.get("preferredLanguage", metadata.get("preferred_language")))
         channel = normalise_channel(metadata.get("channel"))
         try:
             run_mode, pipeline = read_run_mode(metadata, self._default_mode, self._pipelines)
+            check_region_only(metadata)
         except ValueError as exc:
             raise InvalidParamsError(message=str(exc)) from None
         try:
@@ -208,13 +210,14 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
                                          data={"code": "invalid_workspace", "reason": exc.reason}) from None
             return TurnInput(metadata=metadata, language=language, channel=channel, error=str(exc),
                              error_detail=exc.explanation, run_mode=run_mode, pipeline_name=pipeline,
-                             error_info={"code": "invalid_workspace", "reason": exc.reason})
+                             error_info={"code": "invalid_workspace", "reason": exc.reason},
+                             llm_headers=llm_headers)
         raw_parts = raw_message.get("parts") if raw_message is not None else None
         decoded = self._decoder.decode(message, cwd, raw_parts if isinstance(raw_parts, list) else None)
         if run_mode == "pipeline" and not decoded.prompt.strip() and not decoded.manifest:
             raise InvalidParamsError(message=translator(language)(m.EMPTY_INPUT))
         return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel,
-                         run_mode=run_mode, pipeline_name=pipeline)
+                         run_mode=run_mode, pipeline_name=pipeline, llm_headers=llm_headers)
 
 
 class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
@@ -225,8 +228,10 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                  max_active_turns_per_caller: int = 0,
                  check_push_url: Callable[[str], Awaitable[None]] | None = None,
                  push_flushed: Callable[[str], Awaitable[None]] | None = None,
-                 link: NodeLink | None = None, forward_timeout: float = 30.0, **kwargs: Any) -> None:
+                 link: NodeLink | None = None, forward_timeout: float = 30.0,
+                 llm_headers: LlmHeaderStore | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._llm_headers = llm_headers
         self._link = link
         self._forward_timeout = forward_timeout
         self._check_push_url = check_push_url
@@ -450,10 +455,24 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             return None
         raw = context.state.get(RAW_PARAMS_KEY)
         raw_message = raw.get("message") if isinstance(raw, dict) else None
-        parts = permission_answer_part(params.message, raw_message)
-        if parts is None:
-            return None
-        return validate_answer(params.message, parts)
+        answer = read_answer(params.message, raw_message)
+        if answer is not None:
+            validate_id(answer.task_id)
+            validate_id(answer.context_id)
+        return answer
+
+    def _answer_llm_headers(self, params: SendMessageRequest, context: ServerCallContext) -> dict[str, str] | None:
+        """The ``llm_headers`` an answer sets (``None``: keeps them), taken out of the message."""
+        raw = context.state.get(RAW_PARAMS_KEY)
+        metadata = iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None)
+        strip_turn_secrets(params.message)
+        return take_llm_headers(metadata)[1]
+
+    def _resolve(self, answer: Answer, headers: dict[str, str] | None, context: ServerCallContext) -> None:
+        """Deliver the answer; then (before the turn runs again) the context's new LLM headers."""
+        self._permissions.resolve(answer)  # type: ignore[union-attr]
+        if self._llm_headers is not None:
+            self._llm_headers.apply(resolve_user_scope(context), answer.context_id, headers)
 
     async def _text_answer(self, params: SendMessageRequest, context: ServerCallContext) -> Answer | None:
         """A text answer (``allow``, ``deny``, ...) to the caller's task paused for permission.
@@ -517,8 +536,9 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             await self._settle(result, context)
             return apply_history_length(result, params.configuration) if isinstance(result, Task) else result
         if answer is not None:
+            headers = self._answer_llm_headers(params, context)
             turn = await self._paused_turn(answer, context)
-            self._permissions.resolve(answer)  # type: ignore[union-attr]
+            self._resolve(answer, headers, context)
             outcome = turn.wait(acknowledgement(answer.input_id) if immediately else until_stop)
         else:
             try:
@@ -547,10 +567,11 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                 yield event
             return
         if answer is not None:
+            headers = self._answer_llm_headers(params, context)
             turn = await self._paused_turn(answer, context)
             snapshot, _ = await turn.attach(subscription)
             try:
-                self._permissions.resolve(answer)  # type: ignore[union-attr]
+                self._resolve(answer, headers, context)
             except BaseException:
                 turn.detach(subscription)
                 raise

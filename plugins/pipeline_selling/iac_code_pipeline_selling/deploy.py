@@ -212,7 +212,8 @@ class RosDeploy:
         await run.record(step_id, status="running")
         request = PermissionRequest(
             tool_use_id, TOOL_NAME,
-            {"stack_name": plan.stack_name, "region_id": region_id, "template": str(plan.template["filename"]),
+            {"action": "create", "stack_name": plan.stack_name, "region_id": region_id,
+             "template": str(plan.template["filename"]),
              "parameters": dict(plan.parameters)},
             is_read_only=False, operation=self._operation(plan, plan.stack_name, region_id), input_id=input_id)
         display = permission_envelope(request, task_id=run.turn.task_id, context_id=run.turn.context_id,

@@ -53,11 +53,20 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-async def stream_chat(session: aiohttp.ClientSession, endpoint: Endpoint,
-                      body: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    """POST ``body`` (``stream: true``) and yield each SSE chunk as a dict, until ``[DONE]``."""
-    headers = {"Authorization": f"Bearer {endpoint.api_key}", "Content-Type": "application/json",
-               "Accept": "text/event-stream"}
+# Headers the runtime sets itself: a context's ``llm_headers`` never replace them.
+OWN_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host", "connection",
+                         "transfer-encoding", "traceparent", "tracestate"})
+
+
+async def stream_chat(session: aiohttp.ClientSession, endpoint: Endpoint, body: Mapping[str, Any],
+                      extra_headers: Mapping[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+    """POST ``body`` (``stream: true``) and yield each SSE chunk as a dict, until ``[DONE]``.
+
+    ``extra_headers`` (the context's ``llm_headers``) go with the request, except the runtime's own.
+    """
+    headers = {k: v for k, v in (extra_headers or {}).items() if k.lower() not in OWN_HEADERS}
+    headers.update({"Authorization": f"Bearer {endpoint.api_key}", "Content-Type": "application/json",
+                    "Accept": "text/event-stream"})
     tracing.inject(headers)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=endpoint.timeout, sock_read=endpoint.timeout)
     try:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "qwen-plus"
+PROVIDER_NAMES = {"dashscope": "Alibaba Cloud Model Studio (DashScope)", "openai": "OpenAI-compatible API"}
 BACKOFF_CAP = 8.0
 RETRY_AFTER_CAP = 30.0
 _TRUE = {"1", "true", "t", "yes", "y", "on", "enable", "enabled"}
@@ -99,13 +100,21 @@ class _Round:
     text: str = ""
     calls: dict[int, _Call] = field(default_factory=dict)
     usage: tuple[int, int] | None = None
+    cached: int | None = None  # prompt tokens read from the provider's cache, when it says
+    model: str = ""  # the model that answered, as the provider names it
     produced: bool = False
 
     def feed(self, chunk: Mapping[str, Any]) -> list[RuntimeEvent]:
         events: list[RuntimeEvent] = []
+        if isinstance(chunk.get("model"), str) and chunk["model"].strip():
+            self.model = chunk["model"].strip()
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0:
+                self.cached = cached
         choices = chunk.get("choices")
         delta = choices[0].get("delta") if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
             else None
@@ -183,6 +192,16 @@ class LlmRuntime:
                            "message brings a key in metadata.iac_code.iac_code_api_key")
         return runtime
 
+    def readiness(self) -> dict[str, Any]:
+        """Whether the server's own model is usable (``/iac-code/readiness``): its provider and model, and
+        where its key comes from (``config``, ``environment``), or ``missing: ["api_key"]``. No network call."""
+        source = "config" if self.settings.api_key else "environment" if self.configured_key() else None
+        model = self.settings.model or self._env.get("IAC_CODE_MODEL", "").strip() or DEFAULT_MODEL
+        dialect = self.settings.dialect
+        return {"ready": source is not None, "source": source, "provider": dialect,
+                "providerDisplay": PROVIDER_NAMES.get(dialect, dialect), "model": model,
+                "missing": [] if source is not None else ["api_key"]}
+
     def configured_key(self) -> str:
         """The server's own API key (``llm-api-key``, else ``IAC_CODE_API_KEY``); '' when there is none."""
         return self.settings.api_key or self._env.get("IAC_CODE_API_KEY", "").strip()
@@ -252,12 +271,13 @@ class LlmRuntime:
                                 "tools": self._tool_definitions(), **self._thinking(turn)}
         context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
         totals = [0, 0]
+        cached: int | None = None
         async with aiohttp.ClientSession() as session:
             for _ in range(self.settings.max_tool_rounds):
                 state = _Round(turn.task_id)
                 try:
                     async for event in self._round(session, endpoint, {**base, "messages": [system, *messages]},
-                                                   state):
+                                                   state, turn.llm_headers):
                         yield event
                 except ProviderError as exc:
                     yield self._failure(exc, state, t)
@@ -265,7 +285,10 @@ class LlmRuntime:
                 if state.usage is not None:
                     totals[0] += state.usage[0]
                     totals[1] += state.usage[1]
-                    yield Usage(totals[0], totals[1])
+                    if state.cached is not None:
+                        cached = (cached or 0) + state.cached
+                    yield Usage(totals[0], totals[1], provider=self.settings.dialect,
+                                model=state.model or base["model"], cached_input_tokens=cached)
                 calls = [state.calls[i] for i in sorted(state.calls) if state.calls[i].name]
                 assistant: dict[str, Any] = {"role": "assistant", "content": state.text or None}
                 if not calls:
@@ -283,11 +306,14 @@ class LlmRuntime:
         yield TurnFailed(t(m.TOOL_ROUNDS_EXCEEDED, rounds=self.settings.max_tool_rounds), retryable=True)
 
     async def _round(self, session: aiohttp.ClientSession, endpoint: Endpoint, body: dict[str, Any],
-                     state: _Round) -> AsyncIterator[RuntimeEvent]:
-        """One completion, retried (with backoff) while it failed retryably before showing anything."""
+                     state: _Round, headers: Mapping[str, str]) -> AsyncIterator[RuntimeEvent]:
+        """One completion, retried (with backoff) while it failed retryably before showing anything.
+
+        ``headers``: the context's ``llm_headers``, read at each call (an answer may have changed them).
+        """
         for attempt in range(self.settings.max_retries + 1):
             try:
-                async for chunk in stream_chat(session, endpoint, body):
+                async for chunk in stream_chat(session, endpoint, body, headers):
                     for event in state.feed(chunk):
                         yield event
                 for event in state.flush():
@@ -299,7 +325,7 @@ class LlmRuntime:
                 delay = min(BACKOFF_CAP, self.settings.retry_backoff * 2 ** attempt)
                 if exc.retry_after is not None:
                     delay = max(delay, min(RETRY_AFTER_CAP, exc.retry_after))
-                state.usage = None
+                state.usage, state.cached = None, None
                 await asyncio.sleep(delay)
 
     async def _run_call(self, call: _Call, context: ToolContext,

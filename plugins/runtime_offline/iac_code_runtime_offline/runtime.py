@@ -93,6 +93,11 @@ class OfflineRuntime:
     def __init__(self, tools: Mapping[str, Tool]) -> None:
         self._tools = tools
 
+    def readiness(self) -> dict[str, Any]:
+        """Always ready: the engine is built in and needs no model, key or network."""
+        return {"ready": True, "source": "builtin", "provider": "offline",
+                "providerDisplay": "iac-code offline engine", "model": None, "missing": []}
+
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         output: list[str] = []
         session = Session(turn, self._tools)
@@ -279,7 +284,9 @@ class Session:
         lower = prompt.lower()
         last = self.turn.session.get("last_template")
         body = last.get("text") if isinstance(last, dict) else None
-        region = (self.turn.metadata.get("alibaba_cloud_region_id") or
+        from iac_code_runtime_offline.engine.aliyun_api import metadata_region
+
+        region = (metadata_region(self.turn.metadata) or
                   (_REGION.search(lower).group(1) if _REGION.search(lower) else "cn-hangzhou"))
         stack_id = _STACK_ID.search(prompt)
         known_id = stack_id.group(1) if stack_id else self.turn.session.get("stack_id")

@@ -179,13 +179,13 @@ class AliyunApi:
                        "params": {"type": "object", "description": "The action's parameters (RegionId, ...)."}}}
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
-        from iac_code_runtime_offline.engine.aliyun_api import is_read_only
+        from iac_code_runtime_offline.engine.aliyun_api import is_read_only, metadata_region
 
         action = str(tool_input.get("action", ""))
         if is_read_only(action):
             return None
         params = tool_input.get("params") or {}
-        region = params.get("RegionId") or context.metadata.get("alibaba_cloud_region_id") or "cn-hangzhou"
+        region = params.get("RegionId") or metadata_region(context.metadata) or "cn-hangzhou"
         return Permission(is_read_only=False, operation={
             "product": "ros", "action": action, "region": region,
             "stackName": params.get("StackName", ""), "stackId": params.get("StackId", "")})

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from alibabacloud_ros20190910 import models as ros_models
@@ -30,6 +30,7 @@ __all__ = [
     "call_ros",
     "credentials_from",
     "is_read_only",
+    "metadata_region",
     "resolve_endpoint",
 ]
 
@@ -97,9 +98,31 @@ def _from(source: Mapping[str, Any], prefix: str, upper: bool) -> Credentials | 
     )
 
 
+def metadata_region(metadata: Mapping[str, Any]) -> str | None:
+    """The region the request's metadata chooses: beside a complete key pair, or alone (it then overrides the
+    server credentials' region); ``None`` when it names none or comes with a lone key id or secret (ignored)."""
+    metadata = metadata or {}
+    key_id, secret = _pick(metadata, "alibaba_cloud_access_key_id"), _pick(metadata, "alibaba_cloud_access_key_secret")
+    if bool(key_id) != bool(secret):
+        return None
+    return _pick(metadata, "alibaba_cloud_region_id")
+
+
 def credentials_from(metadata: Mapping[str, Any], environ: Mapping[str, str]) -> Credentials | None:
-    """Per-request metadata credentials win over the environment; None when neither is complete."""
-    return _from(metadata or {}, "alibaba_cloud_", upper=False) or _from(environ or {}, "alibaba_cloud_", upper=True)
+    """Per-request metadata credentials (a complete key pair) win over the environment's; None when neither is.
+
+    A region given alone in the metadata overrides only the region of the environment's credentials
+    (nothing when there are none); a lone key id or secret leaves all metadata credentials aside.
+    The kernel has checked a lone region's form (``Unsupported Alibaba Cloud region ID.``).
+    """
+    own = _from(metadata or {}, "alibaba_cloud_", upper=False)
+    if own is not None:
+        return own
+    server = _from(environ or {}, "alibaba_cloud_", upper=True)
+    region = metadata_region(metadata)
+    if server is None or region is None:
+        return server
+    return replace(server, region_id=region)
 
 
 def resolve_endpoint(endpoint: str | None, environ: Mapping[str, str] | None = None) -> str:
