@@ -348,7 +348,8 @@ def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
     product, action = _api_of(request)
     tool = request.tool_name
     if product or action:
-        changes = [str(c.get("action", "")) for c in operation.get("apiCalls") or ()
+        calls = (describe_operation(request) or {}).get("apiCalls") or ()
+        changes = [str(c.get("action", "")) for c in calls
                    if isinstance(c, Mapping) and c.get("effect") == "change"]
         if changes:  # a §6 operation (``action: create``): the API call it changes with names it
             action = changes[-1]
