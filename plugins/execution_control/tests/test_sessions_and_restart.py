@@ -147,6 +147,9 @@ async def server_process(config: Path, workspace: Path) -> AsyncIterator[tuple[a
             await asyncio.wait_for(proc.wait(), 30)
 
 
+KILLS = 5  # kill -9 trials while paused (issue 37's durability loop)
+
+
 async def test_a_pause_survives_kill_9(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
@@ -168,6 +171,15 @@ async def test_a_pause_survives_kill_9(tmp_path: Path) -> None:
         assert status == 200 and paused["phase"] == "paused"
         proc.kill()  # SIGKILL: no shutdown, nothing flushed
         await proc.wait()
+
+    for trial in range(1, KILLS):  # killed again and again while paused: still paused, nothing else changed
+        async with server_process(config, workspace) as (proc, url), aiohttp.ClientSession() as session:
+            status, after = await _get(session, url.rstrip("/") + STATE, {"contextId": context_id})
+            assert status == 200 and after["phase"] == "paused", trial
+            assert (after["executionId"], after["pauseId"], after["revision"]) == (
+                paused["executionId"], paused["pauseId"], paused["revision"]), trial
+            proc.kill()
+            await proc.wait()
 
     async with server_process(config, workspace) as (proc, url), aiohttp.ClientSession() as session:
         base = url.rstrip("/")
