@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.testing import A2A_HEADERS, redis_url, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, send_message_body, start_server
 
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
 LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
@@ -99,26 +99,6 @@ async def test_ensure_restored_and_recovery(tmp_path: Path, monkeypatch: pytest.
         base = server.url.rstrip("/")
         assert await _post(session, base + RESTORE, {**session_body, "taskId": task_id}) == (200, {"status": "restored"})
         assert await _post(session, base + RESTORE, session_body) == (200, {"status": "current"})
-
-
-async def test_session_restore_is_unavailable_with_a_shared_task_store(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    prefix = f"iac-code-test:{uuid.uuid4().hex}:"
-    try:
-        async with start_server({"task-store": "redis", "task-store-redis-url": redis_url(),
-                                 "task-store-key-prefix": prefix}) as server, aiohttp.ClientSession() as session:
-            status, body = await _post(session, server.url.rstrip("/") + RESTORE,
-                                       {"cwd": str(tmp_path), "sessionId": "ctx-1"})
-            assert (status, body) == (503, {"error": "Session restore is unavailable."})
-    finally:
-        import redis
-
-        client = redis.Redis.from_url(redis_url())
-        keys = list(client.scan_iter(f"{prefix}*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
 
 
 # --------------------------------------------------------------------------- kill -9 while paused
