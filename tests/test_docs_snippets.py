@@ -176,4 +176,7 @@ def _collected(plugins: Any, kernel: Any) -> dict[str, list[Any]]:
     mine["iac_code_http_routes"] = [p for p in plugins.http_routes(kernel) if p.plugin == "snippet"]
     mine["iac_code_config_model"] = [p for p in plugins.config_models() if p.plugin == "snippet"]
     mine["iac_code_protocol_adapters"] = [p for p in plugins.protocol_adapters() if p.plugin == "snippet"]
+    mine["iac_code_card_extensions"] = [p for p in plugins.card_extensions(kernel.config, list(kernel.interfaces))
+                                        if p.plugin == "snippet"]
+    mine["iac_code_turn_gates"] = [p for p in plugins.turn_gates() if p.plugin == "snippet"]
     return mine

@@ -24,6 +24,7 @@ from iac_code.base.instrumentation import Instrumentation
 from iac_code.server.plugins import Plugins
 from iac_code.base.records import (
     AgentRuntimeSpec,
+    CardExtension,
     CardSignerSpec,
     CliCommandSpec,
     DecodedPart,
@@ -41,6 +42,7 @@ from iac_code.base.records import (
     ToolSpec,
     TransportSpec,
 )
+from iac_code.base.turn_gates import TurnGateSpec, TurnPoint
 from iac_code.testing import A2A_HEADERS, make_kernel, send_message_body, start_server
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "plugin-hooks.md"
@@ -114,6 +116,37 @@ async def count_tasks(dispatcher: Any, request: Any, call: CallInfo) -> dict[str
     """A protocol adapter's one method, ``test/countTasks``: the caller's tasks, counted through the 1.0 ListTasks."""
     page = await dispatcher.invoke("ListTasks", {}, call, request_id=request.get("id"), legacy=True)
     return {"jsonrpc": "2.0", "id": request.get("id"), "result": {"count": len(page.get("tasks", []))}}
+
+
+class CountingGate:
+    """A turn gate that records the safe points and turn ends it sees, refuses turns on context ``closed``
+    and tags the status updates."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.points: list[str] = []
+        self.ended: list[str] = []
+        CountingGate.last = self
+
+    def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
+        return "This context is closed." if context_id == "closed" else None
+
+    async def safe_point(self, point: TurnPoint) -> None:
+        self.points.append(point.kind)
+
+    def waiting(self, point: TurnPoint, waiting: bool) -> None:
+        pass
+
+    async def turn_ended(self, point: TurnPoint, status: str) -> None:
+        self.ended.append(status)
+
+    def metadata(self, owner: str, context_id: str) -> dict[str, Any]:
+        return {"gate": "counted"}
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
 
 
 class EveryHookPlugin:
@@ -201,6 +234,15 @@ class EveryHookPlugin:
     def iac_code_protocol_adapters(self) -> list[ProtocolAdapterSpec]:
         return [ProtocolAdapterSpec(name="test-adapter", methods={"test/countTasks": count_tasks})]
 
+    @hookimpl
+    def iac_code_card_extensions(self, config: Any, interfaces: list[InterfaceInfo]) -> list[CardExtension]:
+        bound = [i.protocol_binding for i in interfaces]
+        return [CardExtension(uri="urn:test:every-hook:v1", params={"bindings": bound})]
+
+    @hookimpl
+    def iac_code_turn_gates(self) -> list[TurnGateSpec]:
+        return [TurnGateSpec(name="counting", create=CountingGate)]
+
 
 def test_every_hook_is_documented_and_has_a_docstring() -> None:
     docs = DOCS.read_text(encoding="utf-8")
@@ -236,6 +278,9 @@ def test_every_hook_is_collected() -> None:
     assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
     assert [p.record.name for p in plugins.protocol_adapters() if p.plugin == "every-hook"] == ["test-adapter"]
+    assert [p.record.params for p in plugins.card_extensions(None, [InterfaceInfo("x://", "X")])
+            if p.plugin == "every-hook"] == [{"bindings": ["X"]}]
+    assert [p.record.name for p in plugins.turn_gates() if p.plugin == "every-hook"] == ["counting"]
     assert plugins.cli_commands("a2a")["every-hook"].plugin == "every-hook" and "every-hook" not in plugins.cli_commands()
     assert [p.record for p in plugins.config_models() if p.plugin == "every-hook"] == [LoopbackConfig]
     model = build_config_model([(p.plugin, p.record) for p in plugins.config_models()])
@@ -283,11 +328,18 @@ async def test_kernel_uses_plugin_transport_decoder_push_and_config() -> None:
         listed = await LoopbackTransport.last.call(json.dumps({
             "jsonrpc": "2.0", "id": 3, "method": "ListTaskPushNotificationConfigs", "params": {"taskId": task_id}}).encode())
         assert [c["id"] for c in listed["result"]["configs"]] == ["c1"]
+        extension = next(e for e in kernel.cards.card.capabilities.extensions if e.uri == "urn:test:every-hook:v1")
+        assert list(extension.params["bindings"]) == ["loopback"]  # built again once the transports bound
+        gate = CountingGate.last
+        assert gate.points == ["turn_started"] and gate.ended == ["normal-turn-ended"]
+        assert reply["result"]["task"]["metadata"]["iac_code"]["gate"] == "counted"
+        closed = await LoopbackTransport.last.call(json.dumps(send_message_body("x", contextId="closed")).encode())
+        assert (closed["error"]["code"], closed["error"]["message"]) == (-32602, "This context is closed.")
         counted = await LoopbackTransport.last.call(b'{"jsonrpc":"2.0","id":4,"method":"test/countTasks"}')
         assert counted == {"jsonrpc": "2.0", "id": 4, "result": {"count": 1}}  # the adapter, over the 1.0 core
         assert CallCounter.last.calls == ["SendMessage", "CreateTaskPushNotificationConfig",  # instrumentation saw each call
                                           "CreateTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
-                                          "ListTasks"]
+                                          "SendMessage", "ListTasks"]
     finally:
         await kernel.stop()
 

@@ -351,8 +351,11 @@ async def test_required_extensions() -> None:
         assert ok["error"]["code"] == -32001
         card = await rpc(http, server, {"jsonrpc": "2.0", "id": 2, "method": "GetExtendedAgentCard"})
         extensions = card["result"]["capabilities"]["extensions"]
-        assert extensions[-1]["uri"] == "urn:iac-code:a2a:pipeline-events:v1"  # spec order: programmatic ones before it
-        assert extensions[-2] == {
+        # spec order: programmatic ones before the pipeline-events extension; plugins' extensions (execution control) after
+        uris = [e["uri"] for e in extensions]
+        pipeline = uris.index("urn:iac-code:a2a:pipeline-events:v1")
+        assert uris[pipeline + 1:] == ["urn:iac-code:a2a:execution-control:v1"]
+        assert extensions[pipeline - 1] == {
             "uri": uri, "description": "Required by this server.", "required": True}
 
 

@@ -22,10 +22,12 @@ if TYPE_CHECKING:
     from iac_code.base.instrumentation import Instrumentation
     from iac_code.base.records import (
         AgentRuntimeSpec,
+        CardExtension,
         CardSignerSpec,
         CliCommandSpec,
         HttpRouteSpec,
         IacEngineSpec,
+        InterfaceInfo,
         PartDecoderSpec,
         PipelineSpec,
         PluginContext,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         ToolSpec,
         TransportSpec,
     )
+    from iac_code.base.turn_gates import TurnGateSpec
 
 PROJECT_NAME = "iac_code"
 ENTRY_POINT_GROUP = "iac_code"
@@ -148,6 +151,20 @@ def iac_code_card_signers() -> list[CardSignerSpec]:
 
 
 @hookspec
+def iac_code_card_extensions(config: Any, interfaces: list[InterfaceInfo]) -> list[CardExtension] | None:
+    """Add entries to the Agent Card's ``capabilities.extensions``.
+
+    Called whenever the card is built: at start-up (``interfaces`` still empty) and again once the
+    transports bound (``interfaces`` as the card lists them), so an extension that needs a binding
+    (an HTTP route, say) can look for it.
+
+    :param config: the effective settings (the plugin's own keys among them).
+    :param interfaces: the bound interfaces (``protocol_binding`` ``JSONRPC``, ``HTTP+JSON``, ``GRPC``, ...).
+    :return: extension records, served after the kernel's own in plugin order; ``[]`` or ``None`` for none.
+    """
+
+
+@hookspec
 def iac_code_part_decoders() -> list[PartDecoderSpec]:
     """Provide decoders that turn incoming message parts into prompt input.
 
@@ -209,6 +226,20 @@ def iac_code_tools() -> list[ToolSpec]:
     Called when a runtime builds its tool table.
 
     :return: tool records, looked up by name by the runtimes.
+    """
+
+
+@hookspec
+def iac_code_turn_gates() -> list[TurnGateSpec]:
+    """Provide turn gates: features that hold a running turn at its safe points (execution control's pause),
+    hear each turn start and end, may refuse a new turn on a context and annotate its status updates.
+
+    Called once when the kernel builds its executor; every gate is active (none is selected by name).
+    See :mod:`iac_code.base.turn_gates` for the safe points.
+
+    :return: gate records; ``create(kernel)`` returns the server's
+        :class:`~iac_code.base.turn_gates.TurnGate`, which the kernel starts after its transports bound
+        and stops when it stops.
     """
 
 

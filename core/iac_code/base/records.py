@@ -273,6 +273,19 @@ class CardSignerSpec:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class CardExtension:
+    """An entry a plugin adds to the Agent Card's ``capabilities.extensions`` (``iac_code_card_extensions``).
+
+    ``params`` must be JSON (numbers are served as protobuf Struct numbers, e.g. ``300.0``).
+    """
+
+    uri: str
+    description: str = ""
+    required: bool = False
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
 # --------------------------------------------------------------------------- input parts
 
 
@@ -591,6 +604,20 @@ class ArtifactFiles(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SessionState:
+    """A conversation context (an iac-code session) as :meth:`PluginContext.restore_session` finds it.
+
+    ``status`` is ``current`` (it was in memory) or ``restored`` (it was read back from the persistence
+    directory); ``cwd`` is its workspace; ``history`` its conversation entries (``{"role", "text"}``).
+    """
+
+    context_id: str
+    cwd: str
+    status: str
+    history: tuple[Mapping[str, str], ...] = ()
+
+
 @runtime_checkable
 class PluginContext(Protocol):
     """What a plugin's factories and hooks receive from the running server.
@@ -600,7 +627,7 @@ class PluginContext(Protocol):
     hands calls to, the read side of the task store, the instrumentation, what the server
     holds right now (for gauges), the card's signing keys and served document, the artifacts a
     transport serves, the interfaces the transports bound, the tools and HTTP routes plugins
-    provide, and the server's lifecycle.
+    provide, the conversation contexts (restored on demand), and the server's lifecycle.
     Anything not here is private to the kernel.
     """
 
@@ -671,4 +698,11 @@ class PluginContext(Protocol):
 
     async def push_queue_depth(self) -> dict[str, int] | None:
         """The push queue's job counts by state, ``None`` without push notifications."""
+        ...
+
+    async def restore_session(self, owner: str, context_id: str, cwd: str | None = None) -> SessionState | None:
+        """The caller's (``owner``'s) context ``context_id``, loaded into memory from the persistence directory
+        when it is not there; ``None`` when there is none, or when ``cwd`` is given and the context belongs to
+        another workspace. ``cwd`` gets the checks a message's ``cwd`` gets: ``ValueError`` (a path-free text)
+        when it is not acceptable. ``NotImplementedError`` with a shared task store (contexts live there)."""
         ...

@@ -32,7 +32,7 @@ from google.protobuf.json_format import MessageToDict
 from iac_code import __version__
 from iac_code.base.config import ServerConfig
 from iac_code.base.media_types import MULTIMODAL_MIME_ENV, TEXT_MIME_ENV, env_media_types
-from iac_code.base.records import CardDocument, InterfaceInfo
+from iac_code.base.records import CardDocument, CardExtension, InterfaceInfo
 
 ARTIFACT_METADATA_EXTENSION = "urn:iac-code:a2a:artifact-metadata:v1"
 THINKING_EXPOSURE_EXTENSION = "urn:iac-code:a2a:thinking-exposure:v1"
@@ -121,11 +121,19 @@ def _pipeline_extension(config: ServerConfig, interrupts: bool) -> AgentExtensio
     return extension
 
 
+def _plugin_extension(spec: CardExtension) -> AgentExtension:
+    extension = AgentExtension(uri=spec.uri, description=spec.description, required=spec.required)
+    if spec.params:
+        extension.params.update(dict(spec.params))
+    return extension
+
+
 def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
                      push_notifications: bool = False, pipelines: bool = False,
-                     interrupts: bool = False) -> AgentCard:
+                     interrupts: bool = False, extensions: Sequence[CardExtension] = ()) -> AgentCard:
     """Build the public Agent Card for this configuration (``push_notifications``: the push service is on;
-    ``pipelines``: a pipeline plugin is installed; ``interrupts``: its pipelines take interrupts)."""
+    ``pipelines``: a pipeline plugin is installed; ``interrupts``: its pipelines take interrupts;
+    ``extensions``: the plugins' card extensions, served last)."""
     overrides = config.agent_card
     modes = overrides.default_input_modes or input_modes()
     description = overrides.description or (DESCRIPTION + ("" if config.auth_enabled else UNAUTHENTICATED_NOTE))
@@ -157,6 +165,7 @@ def build_agent_card(config: ServerConfig, interfaces: list[InterfaceInfo], *,
                     for uri in config.required_extensions
                 ),
                 *([_pipeline_extension(config, interrupts)] if pipelines else []),
+                *(_plugin_extension(spec) for spec in extensions),
             ],
         ),
         default_input_modes=modes,
@@ -189,6 +198,8 @@ def build_extended_card(public: AgentCard, config: ServerConfig) -> AgentCard:
 
 
 CardSigner = Callable[[AgentCard], AgentCard]
+# The plugins' card extensions for the bound interfaces (iac_code_card_extensions).
+CardExtensionsHook = Callable[[list[InterfaceInfo]], list[CardExtension]]
 # A protocol adapter's card document: (card, config) -> the JSON to serve, or None for the 1.0 card's.
 CardDocumentHook = Callable[[AgentCard, ServerConfig], dict[str, Any] | None]
 
@@ -204,10 +215,12 @@ class CardService:
 
     def __init__(self, config: ServerConfig, interfaces: list[InterfaceInfo] | None = None, *,
                  push_notifications: bool = False, documents: Sequence[CardDocumentHook] = (),
-                 pipelines: bool = False, interrupts: bool = False) -> None:
+                 pipelines: bool = False, interrupts: bool = False,
+                 extensions: CardExtensionsHook | None = None) -> None:
         self._config = config
         self._pipelines = pipelines
         self._interrupts = interrupts
+        self._extensions = extensions
         self._documents = tuple(documents)
         self._push_notifications = push_notifications
         self._started = formatdate(usegmt=True)
@@ -215,9 +228,13 @@ class CardService:
         self._signer: CardSigner | None = None
         self._signed_kid = ""
         self.card = build_agent_card(config, self._interfaces, push_notifications=push_notifications,
-                                     pipelines=pipelines, interrupts=interrupts)
+                                     pipelines=pipelines, interrupts=interrupts,
+                                     extensions=self._plugin_extensions())
         self.extended = build_extended_card(self.card, config)
         self.document = self._render()
+
+    def _plugin_extensions(self) -> list[CardExtension]:
+        return self._extensions(list(self._interfaces)) if self._extensions is not None else []
 
     def set_signer(self, signer: CardSigner | None) -> None:
         """Sign the cards with ``signer`` from now on (``None``: unsigned)."""
@@ -239,7 +256,8 @@ class CardService:
 
     def _rebuild(self) -> None:
         fresh = build_agent_card(self._config, self._interfaces, push_notifications=self._push_notifications,
-                                 pipelines=self._pipelines, interrupts=self._interrupts)
+                                 pipelines=self._pipelines, interrupts=self._interrupts,
+                                 extensions=self._plugin_extensions())
         extended = build_extended_card(fresh, self._config)
         if self._signer is not None and self._interfaces:  # nothing is served before the transports bind
             current = getattr(self._signer, "current_kid", None)

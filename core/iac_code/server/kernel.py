@@ -24,6 +24,7 @@ from iac_code.protocol.card import CardService
 from iac_code.base.cluster import NodeLink, StateBackend
 from iac_code.base.config import ServerConfig
 from iac_code.tasks.contexts import ContextRegistry
+from iac_code.tasks.gating import TurnGates
 from iac_code.protocol.dispatcher import METHOD_PARAMS, JsonRpcDispatcher
 from iac_code.base.errors import StartupError
 from iac_code.tasks.executor import RuntimeExecutor
@@ -43,6 +44,7 @@ from iac_code.base.records import (
     ProtocolAdapterSpec,
     PushContext,
     PushService,
+    SessionState,
     SigningKeySet,
     ToolSpec,
     TransportServer,
@@ -121,7 +123,8 @@ class Kernel:
                                  documents=[a.card_document for a in self.protocol_adapters if a.card_document],
                                  pipelines=bool(self.pipeline_specs),
                                  # interrupts reach a turn running on this node: not across a shared backend's nodes
-                                 interrupts=self.backend is None and any(p.interrupts for p in self.pipeline_specs.values()))
+                                 interrupts=self.backend is None and any(p.interrupts for p in self.pipeline_specs.values()),
+                                 extensions=lambda bound: [p.record for p in plugins.card_extensions(config, bound)])
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
             self.state_dir, self.writer, cache_size=config.task_cache_size,
@@ -135,6 +138,8 @@ class Kernel:
         workspace.protect(self, workspace.ProtectedPaths.of(config))
         self.permissions = PermissionBroker()
         self.llm_headers = LlmHeaderStore()  # each context's LLM-provider headers (memory only)
+        # Features that hold turns at their safe points and may refuse new ones (execution control).
+        self.turn_gates = TurnGates([p.record.create(self) for p in plugins.turn_gates()])
         self.executor, self._decoder = self._build_executor()
         self.request_handler: KernelRequestHandler | None = None
         self.dispatcher: JsonRpcDispatcher | None = None
@@ -244,6 +249,7 @@ class Kernel:
             llm_headers=self.llm_headers if isinstance(self.executor, RuntimeExecutor) else None,
             max_active_turns_per_caller=self.config.max_active_turns_per_caller,
             link=self.link,
+            gates=self.turn_gates if isinstance(self.executor, RuntimeExecutor) else None,
             **push,
         )
         self.dispatcher = JsonRpcDispatcher(
@@ -272,7 +278,7 @@ class Kernel:
             llm_headers=self.llm_headers,
             broker=self.permissions, audit=AuditLog(self.config.resolved_audit_log()),
             exposure=self.config.thinking_types, permission_timeout=self.config.permission_timeout or None,
-            inline_bytes=self.config.artifact_inline_bytes)
+            inline_bytes=self.config.artifact_inline_bytes, gates=self.turn_gates)
         return executor, InputDecoder(self.plugins.part_decoders())
 
     def _with_pipelines(self, chat: AgentRuntime) -> AgentRuntime:
@@ -352,6 +358,7 @@ class Kernel:
         if self.link is not None:
             assert self.request_handler is not None
             await self.link.serve(self.request_handler)
+        await self.turn_gates.start()
         self.readiness = "ready"
         return self.interfaces
 
@@ -371,6 +378,22 @@ class Kernel:
         """The push queue's job counts by state (``pending``, ``inflight``, ``dead``); ``None`` without push."""
         queue = getattr(self.push, "queue", None)
         return dict(await queue.depth()) if queue is not None else None
+
+    async def restore_session(self, owner: str, context_id: str, cwd: str | None = None) -> SessionState | None:
+        """The caller's context, loaded from the persistence directory when it is not in memory (``None``: no
+        such context, or it belongs to another workspace than ``cwd``); ``ValueError`` for an unacceptable
+        ``cwd``, ``NotImplementedError`` with a shared task store."""
+        from iac_code.security.workspace import resolve_workspace
+
+        resolved = resolve_workspace(cwd) if cwd is not None else None
+        found = self.contexts.ensure_loaded(owner, context_id)
+        if found is None:
+            return None
+        state, restored = found
+        if resolved is not None and state.cwd != resolved:
+            return None
+        return SessionState(context_id=context_id, cwd=state.cwd, status="restored" if restored else "current",
+                            history=tuple(dict(h) for h in state.history))
 
     async def _restore_state(self) -> None:
         """Tidy what a crash left, join the cluster, restore the task snapshots, start the contexts."""
@@ -403,6 +426,7 @@ class Kernel:
         await self._stop_servers()
         if self.request_handler is not None:
             await self.request_handler.aclose()
+        await self.turn_gates.stop()
         if self.push is not None:
             await self.push.stop()
         await self.contexts.stop()

@@ -29,10 +29,12 @@ from iac_code.base.errors import StartupError
 from iac_code.base.instrumentation import Instrumentation, combine
 from iac_code.base.records import (
     AgentRuntimeSpec,
+    CardExtension,
     CardSignerSpec,
     CliCommandSpec,
     HttpRouteSpec,
     IacEngineSpec,
+    InterfaceInfo,
     PartDecoderSpec,
     PipelineSpec,
     ProtocolAdapterSpec,
@@ -45,6 +47,7 @@ from iac_code.base.records import (
     TransportSpec,
     normalise_name,
 )
+from iac_code.base.turn_gates import TurnGateSpec
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -76,6 +79,7 @@ EXTRA_FOR_PLUGIN: dict[str, str] = {
     "metrics": "a2a",
     "tracing": "a2a",
     "compat-v03": "a2a",
+    "execution-control": "a2a",
 }
 
 
@@ -395,6 +399,14 @@ class Plugins:
 
     def http_routes(self, kernel: PluginContext) -> list[Provided[HttpRouteSpec]]:
         return self._collect("iac_code_http_routes", HttpRouteSpec, kernel=kernel)
+
+    def card_extensions(self, config: Any, interfaces: list[InterfaceInfo]) -> list[Provided[CardExtension]]:
+        """Every plugin's Agent Card extensions for this configuration and these bound interfaces."""
+        return self._collect("iac_code_card_extensions", CardExtension, config=config, interfaces=interfaces)
+
+    def turn_gates(self) -> list[Provided[TurnGateSpec]]:
+        """Every turn gate (all are active, in plugin order)."""
+        return self._collect("iac_code_turn_gates", TurnGateSpec)
 
     def instrumentation(self, config: Any) -> Instrumentation | None:
         """Every plugin's instrumentation for a server with ``config`` as one object (``None`` without any)."""

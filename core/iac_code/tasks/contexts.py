@@ -168,6 +168,22 @@ class ContextRegistry:
             snapshot = state.snapshot()
             self._writer.put(self._dir, file_key(state.owner, state.context_id), lambda: snapshot)
 
+    def ensure_loaded(self, owner: str, context_id: str) -> tuple[ContextState, bool] | None:
+        """The context in memory, read back from its snapshot when it is not (``True``: it was read back);
+        ``None`` when it has no snapshot either. Contexts that live in a shared backend: ``NotImplementedError``."""
+        if self._link is not None:
+            raise NotImplementedError("contexts live in the shared state backend")
+        key = (owner, context_id)
+        state = self._live.get(key)
+        if state is not None:
+            state.last_used = time.monotonic()
+            return state, False
+        state = self._restore(owner, context_id)
+        if state is None:
+            return None
+        self._live[key] = state
+        return state, True
+
     def _restore(self, owner: str, context_id: str) -> ContextState | None:
         if self._dir is None:
             return None

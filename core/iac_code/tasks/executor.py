@@ -21,8 +21,17 @@ from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
 
 from iac_code.language import messages as m
 from iac_code.base import tracing
+from iac_code.base.turn_gates import (
+    PERMISSION,
+    PERMISSION_ANSWERED,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_STARTED,
+    TurnPoint,
+)
 from iac_code.tasks.artifacts import ArtifactStore
 from iac_code.tasks.contexts import ContextRegistry, ContextState, channel_fallback
+from iac_code.tasks.gating import TurnGates
 from iac_code.language.i18n import translator
 from iac_code.tasks.inputs import TurnInput
 from iac_code.tasks.llm_headers import LlmHeaderStore
@@ -82,6 +91,29 @@ def usage_metadata(usage: Usage) -> dict[str, Any]:
     return data
 
 
+class _Updater(TaskUpdater):
+    """The turn's ``TaskUpdater``: remembers the last state it published, and merges the turn gates'
+    entries into ``metadata.iac_code`` of each status update that carries metadata or changes the state."""
+
+    def __init__(self, event_queue: EventQueue, task_id: str, context_id: str, gates: TurnGates | None = None,
+                 owner: str = "") -> None:
+        super().__init__(event_queue, task_id, context_id)
+        self.last_state: int | None = None
+        self._gates = gates
+        self._owner = owner
+
+    async def update_status(self, state: TaskState, message: Message | None = None, timestamp: str | None = None,
+                            metadata: dict[str, Any] | None = None) -> None:
+        gates = self._gates
+        if gates and (metadata is not None or state != self.last_state):
+            extra = gates.metadata(self._owner, self.context_id)
+            if extra:
+                metadata = dict(metadata or {})
+                metadata["iac_code"] = {**(metadata.get("iac_code") or {}), **extra}
+        self.last_state = state
+        await super().update_status(state, message, timestamp, metadata)
+
+
 class RuntimeExecutor(AgentExecutor):
     """Runs one iac-code runtime turn per A2A message and publishes its events."""
 
@@ -91,9 +123,10 @@ class RuntimeExecutor(AgentExecutor):
                  policy: PermissionPolicy, broker: PermissionBroker, audit: AuditLog,
                  exposure: frozenset[str] = frozenset({"tool_trace"}),
                  permission_timeout: float | None = None, inline_bytes: int = 65536,
-                 llm_headers: LlmHeaderStore | None = None) -> None:
+                 llm_headers: LlmHeaderStore | None = None, gates: TurnGates | None = None) -> None:
         self._runtime = runtime
         self.llm_headers = llm_headers if llm_headers is not None else LlmHeaderStore()
+        self.gates = gates or TurnGates()  # iac_code_turn_gates: safe points, admission, status metadata
         self._inline_bytes = inline_bytes
         self.contexts = contexts
         self._artifacts = artifacts
@@ -112,15 +145,21 @@ class RuntimeExecutor(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
         context_id = context.context_id or ""
-        updater = TaskUpdater(event_queue, task_id, context_id)
+        gates = self.gates
+        owner = resolve_user_scope(context.call_context) if gates else ""
+        updater = _Updater(event_queue, task_id, context_id, gates, owner)
         state = context.call_context.state
         reserved: ContextState | None = state.pop(CONTEXT_STATE_KEY, None)
+        started, ending = False, "failed"  # how the turn ended, for the turn gates
         try:
             if context.current_task is None and context.message is not None:
                 await event_queue.enqueue_event(Task(
                     id=task_id, context_id=context_id,
                     status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
                     history=[context.message]))
+            if gates:
+                started = True
+                await gates.safe_point(self._point(owner, context_id, task_id, TURN_STARTED, updater))
             await updater.update_status(TaskState.TASK_STATE_WORKING)
             turn_input: TurnInput | None = state.get(INPUT_STATE_KEY)
             t = translator(turn_input.language if turn_input is not None else None)
@@ -146,9 +185,13 @@ class RuntimeExecutor(AgentExecutor):
                 llm_headers=self.llm_headers.live(owner, context_id))
             answer = await self._run(turn, updater, context.call_context)
             if answer is not None:
+                ending = "normal-turn-ended"
                 reserved.history.append({"role": "user", "text": turn.prompt})
                 reserved.history.append({"role": "assistant", "text": answer})
+            elif updater.last_state == TaskState.TASK_STATE_INPUT_REQUIRED:
+                ending = "input-required"  # a retryable failure
         except asyncio.CancelledError:
+            ending = "canceled"
             raise
         except Exception:
             logger.exception("Agent runtime %r failed on task %s", getattr(self._runtime, "name", "?"), task_id)
@@ -158,6 +201,22 @@ class RuntimeExecutor(AgentExecutor):
         finally:
             if reserved is not None:
                 await self.contexts.release(reserved)
+            if started:
+                await gates.turn_ended(TurnPoint(owner, context_id, task_id, "turn_ended"), ending)
+
+    @staticmethod
+    def _point(owner: str, context_id: str, task_id: str, kind: str, updater: TaskUpdater | None,
+               event: Any = None) -> TurnPoint:
+        """A turn point for the gates; ``updater`` given: it can announce a change on the task."""
+        announce = None if updater is None else (
+            lambda: updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {}}))
+        if event is None:
+            return TurnPoint(owner, context_id, task_id, kind, announce=announce)
+        if isinstance(event, PermissionRequest):
+            return TurnPoint(owner, context_id, task_id, kind, event.tool_use_id, event.tool_name,
+                             dict(event.operation), event.is_read_only, announce=announce)
+        return TurnPoint(owner, context_id, task_id, kind, event.tool_use_id, event.name,
+                         failed=isinstance(event, ToolFailed), announce=announce)
 
     async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
@@ -171,6 +230,8 @@ class RuntimeExecutor(AgentExecutor):
         usage: Usage | None = None
         final: dict[str, Any] = {}  # Progress(final=True): merged into the turn's last status
         working = TaskState.TASK_STATE_WORKING
+        gates = self.gates
+        owner = resolve_user_scope(call_context) if gates else ""
         async for event in self._runtime.run_turn(turn):
             if isinstance(event, Progress):
                 if event.final:
@@ -192,11 +253,16 @@ class RuntimeExecutor(AgentExecutor):
                     tool["artifact"] = await self._store_artifact(turn, event.artifact, updater)
                 if self._tool_trace:
                     await updater.update_status(working, metadata={"iac_code": {"tool": tool}})
+                if gates and isinstance(event, ToolInputComplete | ToolCompleted | ToolFailed):  # a safe point
+                    kind = TOOL_CALL if isinstance(event, ToolInputComplete) else TOOL_RESULT
+                    await gates.safe_point(self._point(owner, context_id, task_id, kind, updater, event))
             elif isinstance(event, Thinking):
                 if self._raw_thinking and event.text:
                     await updater.update_status(working, metadata={"iac_code": {"thinking": {
                         "type": "raw_thinking", "text": event.text[:FIELD_LIMIT]}}})
             elif isinstance(event, PermissionRequest):
+                if gates:  # a safe point: before the question
+                    await gates.safe_point(self._point(owner, context_id, task_id, PERMISSION, updater, event))
                 event.allowed = await self._permission(event, turn, updater, call_context)
             elif isinstance(event, TurnFailed):
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
@@ -283,12 +349,16 @@ class RuntimeExecutor(AgentExecutor):
                     TaskState.TASK_STATE_INPUT_REQUIRED,
                     agent_message(task_id, context_id, "permission", pause_text(request, question)),
                     metadata={"iac_code": {"input": question, "permission": note}})
+                if self.gates:  # parked until the answer
+                    self.gates.waiting(self._point(owner, context_id, task_id, "waiting", None, request), True)
                 try:
                     decision = Decision(await asyncio.wait_for(answer, self._permission_timeout) == ALLOW_ONCE,
                                         "interactive")
                 except TimeoutError:
                     decision = Decision(False, "timeout")  # nobody answered: the request is denied
             finally:
+                if self.gates:
+                    self.gates.waiting(self._point(owner, context_id, task_id, "waiting", None, request), False)
                 self.broker.discard(task_id, input_id)
         recorded = await self._audit.append(audit_record(
             request, task_id=task_id, context_id=context_id, owner=owner, decision=decision, input_id=input_id))
@@ -309,11 +379,15 @@ class RuntimeExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_WORKING, metadata={"iac_code": {"permission": {
                 "autoApproved": allowed, "toolName": request.tool_name, "toolUseId": request.tool_use_id,
                 "inputSummary": input_summary(request.tool_name, request.input)}}})
+        if input_id and self.gates:  # a safe point: answered, the tool has not run
+            await self.gates.safe_point(self._point(owner, context_id, task_id, PERMISSION_ANSWERED, updater, request))
         return allowed
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
         context_id = context.context_id or ""
-        updater = TaskUpdater(event_queue, task_id, context_id)
+        gates = self.gates
+        updater = _Updater(event_queue, task_id, context_id, gates,
+                           resolve_user_scope(context.call_context) if gates else "")
         language = getattr(context.call_context.state.get(INPUT_STATE_KEY), "language", None)
         await updater.cancel(agent_message(task_id, context_id, "5", translator(language)(m.TASK_CANCELED)))

@@ -65,6 +65,7 @@ from iac_code.base.cluster import Lease, NodeLink, task_scope
 from iac_code.tasks.contexts import ContextRegistry
 from iac_code.protocol.dispatcher import RAW_PARAMS_KEY
 from iac_code.tasks.executor import CONTEXT_STATE_KEY, INPUT_STATE_KEY
+from iac_code.tasks.gating import TurnGates
 from iac_code.tasks.inputs import (
     CLEANUP_WITHOUT_HANDOFF,
     SWITCHED_PIPELINE,
@@ -229,9 +230,11 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                  check_push_url: Callable[[str], Awaitable[None]] | None = None,
                  push_flushed: Callable[[str], Awaitable[None]] | None = None,
                  link: NodeLink | None = None, forward_timeout: float = 30.0,
-                 llm_headers: LlmHeaderStore | None = None, **kwargs: Any) -> None:
+                 llm_headers: LlmHeaderStore | None = None, gates: TurnGates | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._llm_headers = llm_headers
+        self._gates = gates or TurnGates()  # may refuse a new turn on a context (execution control's pause)
         self._link = link
         self._forward_timeout = forward_timeout
         self._check_push_url = check_push_url
@@ -297,6 +300,10 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         request = await self._request_context_builder.build(
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
+        if self._gates:
+            refusal = self._gates.admit(resolve_user_scope(context), request.context_id or "", request.task_id or "")
+            if refusal:
+                raise InvalidParamsError(message=refusal)
         if self._contexts is not None and isinstance(turn_input, TurnInput) and turn_input.error is None:
             try:
                 context.state[CONTEXT_STATE_KEY] = await self._contexts.reserve(

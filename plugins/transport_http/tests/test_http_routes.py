@@ -35,10 +35,12 @@ async def test_agent_card_fields() -> None:
     assert caps["streaming"] is True
     assert caps.get("pushNotifications", False) is False
     assert caps["extendedAgentCard"] is True
-    # the default install has a pipeline (iac-code-pipeline-selling), so the pipeline-events extension is listed
+    # the default install has a pipeline (iac-code-pipeline-selling), so the pipeline-events extension is listed,
+    # and execution control (iac-code-execution-control) on this HTTP interface
     assert [e["uri"] for e in caps["extensions"]] == ["urn:iac-code:a2a:artifact-metadata:v1",
                                                       "urn:iac-code:a2a:thinking-exposure:v1",
-                                                      "urn:iac-code:a2a:pipeline-events:v1"]
+                                                      "urn:iac-code:a2a:pipeline-events:v1",
+                                                      "urn:iac-code:a2a:execution-control:v1"]
     assert caps["extensions"][1]["params"] == {"enabledTypes": ["tool_trace"]}
     assert caps["extensions"][2]["params"]["enabled"] is False and caps["extensions"][2]["params"]["mode"] == "normal"
     for mode in ("text/plain", "application/json", "text/yaml", "image/png", "audio/mpeg",

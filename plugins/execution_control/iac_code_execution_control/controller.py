@@ -1,0 +1,523 @@
+"""The execution controller: one :class:`~iac_code_execution_control.record.Execution` per context.
+
+It is the server's turn gate (``iac_code_turn_gates``): it sees each turn start and end, holds a turn at
+its safe points while the execution is not running, refuses new tasks on a context whose execution is
+paused or terminating, and puts the snapshot on the context's status updates
+(``metadata.iac_code.executionControl``). The routes and JSON-RPC methods call :meth:`pause`,
+:meth:`resume`, :meth:`terminate` and :meth:`state`, each returning an HTTP status and a JSON body.
+
+Phases: ``running`` → (pause) ``pausing`` → (every piece of work parked at a safe point, or waiting for
+a permission answer, or no turn at all) ``pause_committing`` → (written) ``paused``; (resume) ``resuming``
+→ (written) ``running``; (terminate, or the reconnect deadline passing while paused) ``terminating`` →
+(running turn cancelled like ``CancelTask``) ``terminated``. Every accepted request is durable before it
+is answered; a failed write leaves ``commitError: "state_commit_failed"`` and is retried when the same
+request is repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from iac_code.api import Principal, PluginContext, PrincipalUser, TurnPoint, spawn
+from iac_code_execution_control import requests as r
+from iac_code_execution_control.record import (
+    HOLDING,
+    PAUSE_COMMITTING,
+    PAUSE_PHASES,
+    PAUSED,
+    PAUSING,
+    REFUSING,
+    RESUMING,
+    RUNNING,
+    TERMINATED,
+    TERMINATING,
+    Execution,
+    ExecutionFiles,
+    new_id,
+)
+
+logger = logging.getLogger(__name__)
+
+CANCEL_WAIT_SECONDS = 30.0  # how long a terminate waits for the cancelled turn (as CancelTask does)
+ANSWER_WAIT_SECONDS = 5.0  # how long a terminate request waits for "terminated" before it answers 202
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer of the controller: HTTP status and JSON body (the snapshot, or ``{"error": text}``)."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def error(status: int, text: str) -> Reply:
+    return Reply(status, {"error": text})
+
+
+def _operation(point: TurnPoint) -> dict[str, Any] | None:
+    """An ``externalOperations`` entry for a cloud call a tool declared (product and action known)."""
+    operation = point.operation
+    product, action = operation.get("product"), operation.get("action")
+    if not (isinstance(product, str) and product and isinstance(action, str) and action):
+        return None
+    entry: dict[str, Any] = {"product": product, "action": action}
+    region = operation.get("region") or operation.get("regionId") or operation.get("region_id")
+    if isinstance(region, str) and region:
+        entry["regionId"] = region
+    stack = operation.get("stackId") or operation.get("stack_id")
+    if isinstance(stack, str) and stack:
+        entry["resourceType"] = "ALIYUN::ROS::Stack"
+        entry["resourceId"] = stack
+    entry["toolUseId"] = point.tool_use_id
+    return entry
+
+
+class Controller:
+    """The executions of one server, and its turn gate."""
+
+    def __init__(self, kernel: PluginContext) -> None:
+        self.kernel = kernel
+        self.instance_id = new_id("srv")
+        self.files = ExecutionFiles(kernel.state_dir)
+        self._executions: dict[str, Execution] = {}
+        self._started = False
+        self._stopping = False
+        self._idle_after = float(getattr(kernel.config, "context_idle_timeout", 3600.0) or 3600.0)
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lookup
+
+    @property
+    def available(self) -> bool:
+        """Whether requests can be served (the server started, its request handler exists)."""
+        return self._started and not self._stopping and self.kernel.request_handler is not None
+
+    def get(self, owner: str, context_id: str) -> Execution | None:
+        """The execution of ``context_id`` in memory when it is ``owner``'s (another owner's reads as none).
+
+        Every execution that is paused, resuming or terminating is in memory (loaded at start, never
+        evicted); an idle running or terminated one may have left memory: :meth:`_lookup` reads it back.
+        """
+        execution = self._executions.get(context_id)
+        return execution if execution is not None and execution.owner == owner else None
+
+    def _lookup(self, context_id: str) -> Execution | None:
+        """The execution of ``context_id``, read back from its file when it left memory."""
+        execution = self._executions.get(context_id)
+        if execution is None:
+            execution = self.files.read(context_id, self.instance_id)
+            if execution is not None:
+                self._executions[context_id] = execution
+        return execution
+
+    def sweep(self, now: float | None = None) -> int:
+        """Let idle executions leave memory (as idle contexts do); how many left."""
+        now = time.monotonic() if now is None else now
+        idle = [c for c, e in self._executions.items() if e.idle(now, self._idle_after)]
+        for context_id in idle:
+            del self._executions[context_id]
+        return len(idle)
+
+    async def _sweep_loop(self) -> None:
+        interval = min(max(self._idle_after / 4, 1.0), 60.0)
+        while True:
+            await asyncio.sleep(interval)
+            self.sweep()
+
+    # ------------------------------------------------------------------ the turn gate
+
+    def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
+        execution = self.get(owner, context_id)
+        if execution is not None and execution.phase in REFUSING:
+            return r.RECOVERY_FIRST
+        return None
+
+    async def safe_point(self, point: TurnPoint) -> None:
+        if point.kind == "turn_started":
+            execution = self._turn_started(point)
+        else:
+            execution = self.get(point.owner, point.context_id)
+        if execution is None or execution.task_id != point.task_id:
+            return
+        self._track(execution, point)
+        if execution.phase in HOLDING:
+            await self._hold(execution, point)
+
+    def waiting(self, point: TurnPoint, waiting: bool) -> None:
+        execution = self.get(point.owner, point.context_id)
+        if execution is None or execution.task_id != point.task_id or execution.waiting == waiting:
+            return
+        execution.waiting = waiting
+        execution.execution_status = "input-required" if waiting else "working"
+        execution.touch()
+        if waiting and execution.phase == PAUSING:
+            spawn(self._commit_if_parked(execution), name="execution-control:commit")
+
+    async def turn_ended(self, point: TurnPoint, status: str) -> None:
+        execution = self.get(point.owner, point.context_id)
+        if execution is None or execution.task_id != point.task_id:
+            return
+        execution.turn_running = execution.in_tool = execution.waiting = False
+        execution.execution_status = status
+        for operation in execution.pending_operations.values():  # started, never reported: outcome unknown
+            execution.external_operations.append({**operation, "outcome": "unknown"})
+        execution.pending_operations.clear()
+        execution.turn_done.set()
+        execution.touch()
+        if execution.phase == PAUSING:
+            await self._commit_if_parked(execution)
+
+    def metadata(self, owner: str, context_id: str) -> dict[str, Any] | None:
+        execution = self.get(owner, context_id)
+        return {"executionControl": execution.snapshot()} if execution is not None else None
+
+    async def start(self) -> None:
+        """Read the executions back: a pause in progress is a pause (nothing runs after a restart), a
+        resume in progress is running, a termination in progress is over; deadlines are armed again."""
+        for execution in await asyncio.to_thread(self.files.load, self.instance_id):
+            self._executions[execution.context_id] = execution
+            recovered = {PAUSING: PAUSED, PAUSE_COMMITTING: PAUSED, RESUMING: RUNNING,
+                         TERMINATING: TERMINATED}.get(execution.phase)
+            if recovered is not None:
+                execution.phase = recovered
+                if recovered == RUNNING:
+                    self._clear_pause(execution)
+                if recovered == TERMINATED:
+                    execution.release_ready = True
+                execution.touch()
+                if not await self.files.write(execution):
+                    execution.commit_error = "state_commit_failed"
+            if execution.phase in PAUSE_PHASES:
+                self._arm_deadline(execution)
+        self._sweeper = spawn(self._sweep_loop(), name="execution-control:sweep")
+        self._started = True
+
+    async def stop(self) -> None:
+        self._stopping = True
+        tasks = [t for e in self._executions.values() for t in (e.deadline, e.terminator) if t is not None]
+        if self._sweeper is not None:
+            tasks.append(self._sweeper)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ------------------------------------------------------------------ turns
+
+    def _turn_started(self, point: TurnPoint) -> Execution | None:
+        execution = self._lookup(point.context_id)
+        if execution is not None and execution.owner != point.owner and execution.phase != TERMINATED:
+            return None  # the same context id of another owner: that context is not controlled
+        if execution is None or execution.phase == TERMINATED:
+            revision = execution.revision + 1 if execution is not None else 1
+            execution = Execution(context_id=point.context_id, owner=point.owner, task_id=point.task_id,
+                                  execution_id=new_id("exec"), server_instance_id=self.instance_id, revision=revision)
+            self._executions[point.context_id] = execution
+        execution.task_id = point.task_id
+        execution.turn_running = True
+        execution.in_tool = execution.waiting = False
+        execution.execution_status = "working"
+        execution.turn_done.clear()
+        execution.touch()
+        return execution
+
+    @staticmethod
+    def _track(execution: Execution, point: TurnPoint) -> None:
+        """What a safe point says about the turn: a tool call in flight, a cloud operation started or done."""
+        if point.kind == "tool_call":
+            execution.in_tool = True
+        elif point.kind == "permission" and point.read_only is not True:
+            operation = _operation(point)
+            if operation is not None:
+                execution.pending_operations[point.tool_use_id] = operation
+        elif point.kind == "tool_result":
+            execution.in_tool = False
+            operation = execution.pending_operations.pop(point.tool_use_id, None)
+            if operation is not None and not point.failed:
+                execution.external_operations.append({**operation, "outcome": "accepted"})
+        else:
+            return
+        execution.touch()
+
+    async def _hold(self, execution: Execution, point: TurnPoint) -> None:
+        """Keep the turn at this safe point until the execution runs again (a terminate cancels the turn)."""
+        execution.parked += 1
+        execution.touch()
+        announced = False
+        try:
+            await self._commit_if_parked(execution)
+            while True:
+                changed = execution.changed
+                if execution.phase not in HOLDING:
+                    break
+                if execution.phase == PAUSED and not announced and point.announce is not None:
+                    announced = True  # a client following the task sees the pause
+                    await point.announce()
+                    continue
+                await changed.wait()
+        finally:
+            execution.parked -= 1
+            execution.touch()
+        if announced and point.announce is not None:
+            await point.announce()  # ... and that it runs again
+
+    async def _commit_if_parked(self, execution: Execution) -> None:
+        if execution.phase != PAUSING or not execution.all_parked:
+            return
+        async with execution.lock:
+            await self._commit_pause(execution)
+
+    async def _commit_pause(self, execution: Execution) -> None:
+        """(Lock held.) Every piece of work is parked: make the pause durable."""
+        if execution.phase != PAUSING or not execution.all_parked:
+            return
+        await self._transition(execution, PAUSE_COMMITTING, PAUSED)
+        if execution.phase == PAUSED and not execution.all_parked:  # new work meanwhile: not paused after all
+            execution.phase = PAUSING
+            execution.touch()
+
+    async def _transition(self, execution: Execution, during: str, final: str) -> bool:
+        """(Lock held.) ``during`` while ``final`` is being written; ``final`` once it is durable."""
+        execution.phase = during
+        execution.commit_error = None
+        execution.touch()
+        if not await self.files.write(execution, phase=final):
+            execution.commit_error = "state_commit_failed"
+            execution.touch()
+            return False
+        if execution.phase == during:
+            execution.phase = final
+            execution.touch()
+            execution.persisted_revision = execution.revision
+        return True
+
+    async def _persist(self, execution: Execution) -> bool:
+        """(Lock held.) Write the execution as it is now; a failure is the snapshot's ``commitError``."""
+        if await self.files.write(execution):
+            execution.commit_error = None
+            return True
+        execution.commit_error = "state_commit_failed"
+        execution.touch()
+        return False
+
+    # ------------------------------------------------------------------ deadline and termination
+
+    def _arm_deadline(self, execution: Execution) -> None:
+        if execution.deadline is not None and execution.deadline is not asyncio.current_task():
+            execution.deadline.cancel()
+        execution.deadline = None
+        if execution.expires_at is not None and not self._stopping:
+            execution.deadline = spawn(self._expire(execution), name="execution-control:deadline")
+
+    def _disarm_deadline(self, execution: Execution) -> None:
+        if execution.deadline is not None and execution.deadline is not asyncio.current_task():
+            execution.deadline.cancel()
+        execution.deadline = None
+
+    async def _expire(self, execution: Execution) -> None:
+        """The reconnect deadline: a pause nobody resumed in time is terminated (``disconnect_timeout``)."""
+        assert execution.expires_at is not None
+        await asyncio.sleep(max(0.0, execution.expires_at - time.time()))
+        async with execution.lock:
+            if execution.phase in PAUSE_PHASES and execution.expires_at is not None \
+                    and time.time() >= execution.expires_at:
+                await self._begin_termination(execution, r.DISCONNECT_TIMEOUT)
+
+    async def _begin_termination(self, execution: Execution, reason: str) -> None:
+        """(Lock held.) ``terminating``, durable; the running turn is cancelled in the background."""
+        self._disarm_deadline(execution)
+        execution.phase = TERMINATING
+        execution.termination_reason = reason
+        execution.touch()
+        await self._persist(execution)
+        execution.terminator = spawn(self._terminate(execution), name="execution-control:terminate")
+
+    async def _terminate(self, execution: Execution) -> None:
+        if execution.turn_running:
+            await self._cancel_turn(execution)
+            try:
+                await asyncio.wait_for(execution.turn_done.wait(), CANCEL_WAIT_SECONDS)
+            except TimeoutError:
+                logger.warning("A terminated execution's turn did not stop within %.0f s", CANCEL_WAIT_SECONDS)
+        async with execution.lock:
+            for operation in execution.pending_operations.values():
+                execution.external_operations.append({**operation, "outcome": "unknown"})
+            execution.pending_operations.clear()
+            execution.phase = TERMINATED
+            execution.expires_at = None
+            execution.release_ready = not execution.turn_running
+            execution.backup = {"status": "disabled"}  # this server keeps no session backups
+            execution.touch()
+            await self._persist(execution)
+
+    async def _cancel_turn(self, execution: Execution) -> None:
+        """Cancel the execution's running task as ``CancelTask`` would, as its owner."""
+        from a2a.server.context import ServerCallContext
+        from a2a.types.a2a_pb2 import CancelTaskRequest
+
+        handler = self.kernel.request_handler
+        if handler is None:
+            return
+        principal = Principal(execution.owner, "execution-control" if execution.owner else "")
+        context = ServerCallContext(user=PrincipalUser(principal))
+        try:
+            await handler.on_cancel_task(CancelTaskRequest(id=execution.task_id), context)
+        except Exception as exc:  # the turn ended meanwhile: nothing left to cancel
+            logger.debug("Cancelling a terminated execution's task: %s", type(exc).__name__)
+
+    # ------------------------------------------------------------------ requests
+
+    @staticmethod
+    def _stale(execution: Execution, epoch: int) -> bool:
+        return execution.connection_epoch is not None and epoch < execution.connection_epoch
+
+    @staticmethod
+    def _accept(execution: Execution, request_id: str, content: str, epoch: int) -> None:
+        execution.remember(request_id, content)
+        execution.connection_epoch = epoch if execution.connection_epoch is None else max(epoch, execution.connection_epoch)
+
+    @staticmethod
+    def _clear_pause(execution: Execution) -> None:
+        execution.pause_id = execution.pause_reason = None
+        execution.expires_at = execution.reconnect_timeout = None
+
+    @staticmethod
+    def _answer(execution: Execution, done: str) -> Reply:
+        return Reply(200 if execution.phase == done else 202, execution.snapshot())
+
+    def _find(self, owner: str, context_id: str) -> Execution | Reply:
+        if not self.available:
+            return error(503, r.UNAVAILABLE)
+        execution = self._lookup(context_id)
+        return execution if execution is not None and execution.owner == owner else error(404, r.NOT_FOUND)
+
+    async def pause(self, owner: str, request: r.PauseRequest) -> Reply:
+        found = self._find(owner, request.context_id)
+        if isinstance(found, Reply):
+            return found
+        execution, content = found, r.digest("pause", request)
+        async with execution.lock:
+            seen = execution.requests.get(request.request_id)
+            if seen is not None:
+                if seen != content:
+                    return error(409, r.REQUEST_REUSED)
+                if execution.commit_error and execution.phase in (PAUSING, PAUSE_COMMITTING):
+                    execution.phase = PAUSING  # the same request again: retry the commit
+                    if await self._persist(execution):
+                        await self._commit_pause(execution)
+                return self._answer(execution, PAUSED)
+            if request.expected_execution_id != execution.execution_id or request.task_id != execution.task_id:
+                return error(409, r.IDENTITY_MISMATCH)
+            if self._stale(execution, request.connection_epoch):
+                return error(409, r.STALE_EPOCH)
+            if not r.MIN_RECONNECT_SECONDS <= request.reconnect_timeout <= r.MAX_RECONNECT_SECONDS:
+                return error(409, r.TIMEOUT_RANGE)
+            if execution.phase == RESUMING:
+                return error(409, r.RESUMING)
+            if execution.phase in (TERMINATING, TERMINATED):
+                return error(409, r.TERMINATING)
+            if execution.phase in PAUSE_PHASES:
+                return error(409, r.OTHER_PAUSE)
+            self._accept(execution, request.request_id, content, request.connection_epoch)
+            execution.phase = PAUSING
+            execution.pause_id = new_id("pause")
+            execution.pause_reason = request.reason
+            execution.reconnect_timeout = request.reconnect_timeout
+            execution.expires_at = time.time() + request.reconnect_timeout
+            execution.resume_request = None
+            execution.touch()
+            if await self._persist(execution):
+                await self._commit_pause(execution)
+            self._arm_deadline(execution)
+            return self._answer(execution, PAUSED)
+
+    async def resume(self, owner: str, request: r.ResumeRequest) -> Reply:
+        found = self._find(owner, request.context_id)
+        if isinstance(found, Reply):
+            return found
+        execution, content = found, r.digest("resume", request)
+        claimed = False
+        async with execution.lock:
+            seen = execution.requests.get(request.request_id)
+            if seen is not None:
+                if seen != content:
+                    return error(409, r.REQUEST_REUSED)
+                if execution.phase == RESUMING and execution.commit_error:
+                    await self._finish_resume(execution)
+                return self._answer(execution, RUNNING)
+            if request.execution_id != execution.execution_id:
+                return error(409, r.NOT_CURRENT_EXECUTION)
+            if self._stale(execution, request.connection_epoch):
+                return error(409, r.STALE_EPOCH)
+            if execution.phase in (TERMINATING, TERMINATED):
+                claimed = execution.termination_reason == r.DISCONNECT_TIMEOUT
+                return error(409, r.DEADLINE_CLAIMED if claimed else r.TERMINATING)
+            if execution.phase == RESUMING:
+                return error(409, r.OTHER_RESUME)
+            if execution.phase not in PAUSE_PHASES:
+                return error(409, r.NOT_PAUSED)
+            if request.pause_id != execution.pause_id:
+                return error(409, r.NOT_ACTIVE_PAUSE)
+            if execution.expires_at is not None and time.time() >= execution.expires_at:
+                await self._begin_termination(execution, r.DISCONNECT_TIMEOUT)
+                return error(409, r.DEADLINE_CLAIMED)
+            self._accept(execution, request.request_id, content, request.connection_epoch)
+            execution.resume_request = request.request_id
+            self._disarm_deadline(execution)
+            await self._finish_resume(execution)
+            return self._answer(execution, RUNNING)
+
+    async def _finish_resume(self, execution: Execution) -> None:
+        """(Lock held.) ``resuming`` while ``running`` is written; the held turn goes on once it is."""
+        pause = (execution.pause_id, execution.pause_reason, execution.expires_at, execution.reconnect_timeout)
+        self._clear_pause(execution)
+        if not await self._transition(execution, RESUMING, RUNNING):
+            (execution.pause_id, execution.pause_reason, execution.expires_at,
+             execution.reconnect_timeout) = pause  # still the active pause until the resume is durable
+
+    async def terminate(self, owner: str, request: r.TerminateRequest) -> Reply:
+        found = self._find(owner, request.context_id)
+        if isinstance(found, Reply):
+            return found
+        execution, content = found, r.digest("terminate", request)
+        async with execution.lock:
+            seen = execution.requests.get(request.request_id)
+            if seen is not None:
+                if seen != content:
+                    return error(409, r.REQUEST_REUSED)
+                if execution.commit_error and execution.phase in (TERMINATING, TERMINATED):
+                    await self._persist(execution)
+                return self._answer(execution, TERMINATED)
+            if request.expected_execution_id != execution.execution_id:
+                return error(409, r.IDENTITY_MISMATCH)
+            if self._stale(execution, request.connection_epoch):
+                return error(409, r.STALE_EPOCH)
+            if execution.phase in (TERMINATING, TERMINATED):
+                return error(409, r.TERMINATING)
+            if request.reason == r.DISCONNECT_TIMEOUT and (
+                    execution.phase not in PAUSE_PHASES or request.pause_id != execution.pause_id):
+                return error(409, r.DISCONNECT_NOT_ACTIVE)
+            if request.pause_id is not None and request.pause_id != execution.pause_id:
+                return error(409, r.NOT_CURRENT_PAUSE)
+            self._accept(execution, request.request_id, content, request.connection_epoch)
+            await self._begin_termination(execution, request.reason)
+            terminator = execution.terminator
+        if terminator is not None:
+            await asyncio.wait([terminator], timeout=ANSWER_WAIT_SECONDS)
+        return self._answer(execution, TERMINATED)
+
+    def state(self, owner: str, query: r.StateQuery) -> Reply:
+        found = self._find(owner, query.context_id)
+        if isinstance(found, Reply):
+            return found
+        if query.execution_id is not None and query.execution_id != found.execution_id:
+            return error(409, r.NOT_CURRENT_EXECUTION)
+        if query.pause_id is not None and query.pause_id != found.pause_id:
+            return error(409, r.NOT_CURRENT_PAUSE)
+        return Reply(200, found.snapshot())
