@@ -12,9 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
+from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, PriceSourceSpec, hookimpl
 from iac_code_pipeline_selling.batching import BatchingPipeline, BatchSettings, PipelineBatchConfig
 from iac_code_pipeline_selling.journal import JournalStore
+from iac_code_pipeline_selling.price_sources import PriceConfig, builtin_price_sources
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
 from iac_code_pipeline_selling.solution_first import PIPELINE_NAME as SOLUTION_FIRST_NAME
 from iac_code_pipeline_selling.solution_first import SolutionFirstPipeline
@@ -69,9 +70,18 @@ def create_solution_first(services: PipelineServices) -> BatchingPipeline:
     return batching(SolutionFirstPipeline(services, shared_store(services)), services)
 
 
+class PipelineSellingConfig(PipelineBatchConfig, PriceConfig):
+    """Every key of the selling pipelines: event batching, prices."""
+
+
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
-    return PipelineBatchConfig
+    return PipelineSellingConfig
+
+
+@hookimpl
+def iac_code_price_sources() -> list[PriceSourceSpec]:
+    return builtin_price_sources()
 
 
 @hookimpl
@@ -89,4 +99,4 @@ def iac_code_http_routes(kernel: Any) -> list[HttpRouteSpec]:
 
 
 __all__ = ["IAC_CODE_API_VERSION", "batching", "iac_code_config_model", "iac_code_http_routes", "iac_code_pipelines",
-           "shared_store", "store_for"]
+           "iac_code_price_sources", "shared_store", "store_for"]

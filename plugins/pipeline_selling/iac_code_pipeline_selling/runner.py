@@ -22,6 +22,7 @@ from typing import Any
 from iac_code.api import (
     IacEngine,
     PipelineServices,
+    PriceSource,
     Progress,
     RuntimeEvent,
     TextDelta,
@@ -33,7 +34,7 @@ from iac_code.api import (
 )
 from iac_code_pipeline_selling.answers import match_question
 from iac_code_pipeline_selling.journal import JournalStore, envelope
-from iac_code_pipeline_selling.pricing import PriceTable
+from iac_code_pipeline_selling.price_sources import price_source_for
 from iac_code_pipeline_selling.texts import text
 
 logger = logging.getLogger(__name__)
@@ -179,10 +180,10 @@ class PipelineRuntime:
 
     layout: Layout
 
-    def __init__(self, services: PipelineServices, store: JournalStore, prices: PriceTable | None = None) -> None:
+    def __init__(self, services: PipelineServices, store: JournalStore, prices: PriceSource | None = None) -> None:
         self.services = services
         self.store = store
-        self.prices = prices or PriceTable.load()
+        self.prices: PriceSource = prices or price_source_for(services)  # ``price-source``'s, once per server
         config = getattr(services.context, "config", None)
         self.deployer = str(getattr(config, "deployer", "none") or "none")
 

@@ -174,7 +174,7 @@ class SellingPipeline(PipelineRuntime):
             await run.pipeline.save_state(run.turn.context_id, run.state)
         assert template is not None
         await sub_event("candidate_step_started", "cost_estimating", "working", {})
-        cost = self.prices.estimate(template["resources"])
+        cost = await self.prices.estimate(template["resources"], region=run.state.get("intent", {}).get("region") or "")
         problems = check_constraints(candidate["hard_constraints"], template["resources"])
         if problems:
             await sub_event("candidate_step_failed", "cost_estimating", "failed",

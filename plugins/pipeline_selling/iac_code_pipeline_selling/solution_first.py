@@ -98,7 +98,7 @@ class SolutionFirstPipeline(PipelineRuntime):
                                              state["intent"]["prompt"])
                 for index, candidate in enumerate(candidates, start=1):
                     candidate["candidate_index"] = index
-                    candidate["estimate"] = self.prices.estimate(planned_resources(candidate))
+                    candidate["estimate"] = await self.prices.estimate(planned_resources(candidate))
                 state["candidates"] = candidates
             await self._ask_selection(run, text(run.language, "reselect_prompt") if state.get("rollbacks") else "")
             return
@@ -216,7 +216,7 @@ class SolutionFirstPipeline(PipelineRuntime):
                 "sha256": hashlib.sha256(generated.text.encode("utf-8")).hexdigest(),
                 "url": str(payload.stored.get("url", "")), "artifact_id": str(payload.stored.get("artifactId", "")),
                 "task_id": run.turn.task_id, "resources": resources, "not_generated": list(generated.not_generated),
-                "cost": self.prices.estimate(resources),
+                "cost": await self.prices.estimate(resources),
                 "constraint_problems": check_constraints(candidate["hard_constraints"], resources),
                 "defaults": {name: d["Default"] for name, d in declared.items() if "Default" in d},
                 "declared": sorted(declared),
