@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, Understanding
+from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, TemplateFixer, Understanding
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
@@ -272,6 +272,7 @@ __all__ = [
     "StateBackend",
     "StateBackendSpec",
     "StoredArtifact",
+    "TemplateFixer",
     "TextDelta",
     "Thinking",
     "Tool",

@@ -16,6 +16,7 @@ from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, PriceSou
 from iac_code_pipeline_selling.batching import BatchingPipeline, BatchSettings, PipelineBatchConfig
 from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.price_sources import PriceConfig, builtin_price_sources
+from iac_code_pipeline_selling.reviewing import ReviewConfig
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
 from iac_code_pipeline_selling.solution_first import PIPELINE_NAME as SOLUTION_FIRST_NAME
 from iac_code_pipeline_selling.solution_first import SolutionFirstPipeline
@@ -70,8 +71,8 @@ def create_solution_first(services: PipelineServices) -> BatchingPipeline:
     return batching(SolutionFirstPipeline(services, shared_store(services)), services)
 
 
-class PipelineSellingConfig(PipelineBatchConfig, PriceConfig):
-    """Every key of the selling pipelines: event batching, prices."""
+class PipelineSellingConfig(PipelineBatchConfig, PriceConfig, ReviewConfig):
+    """Every key of the selling pipelines: event batching, prices, the reviewing sub-step."""
 
 
 @hookimpl
