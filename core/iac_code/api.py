@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, TemplateFixer, Understanding
+from iac_code.agents.questions import ASK_USER_QUESTION, QUESTION_TIMEOUT_SECONDS, UserQuestion, match_question
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
@@ -190,6 +191,7 @@ __all__ = [
     "API_VERSION",
     "API_VERSION_ATTRIBUTE",
     "ARTIFACT_ROUTE_PREFIX",
+    "ASK_USER_QUESTION",
     "AUTH_ENV",
     "DEFAULT_API_KEY_HEADER",
     "DEFAULT_PAGE_SIZE",
@@ -197,6 +199,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MESSAGE_METHODS",
     "NOT_STORED",
+    "QUESTION_TIMEOUT_SECONDS",
     "RAW_PARAMS_KEY",
     "STREAMING_METHODS",
     "TOO_LARGE",
@@ -291,6 +294,7 @@ __all__ = [
     "TurnRequest",
     "Understanding",
     "Usage",
+    "UserQuestion",
     "api_version_problem",
     "atomic_write",
     "client_transports",
@@ -317,6 +321,7 @@ __all__ = [
     "log_client_error",
     "mask_url",
     "mask_urls_in",
+    "match_question",
     "message_to_json",
     "messages",
     "missed",

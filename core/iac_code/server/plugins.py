@@ -162,6 +162,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.multimodal_parts",
     "iac_code.builtin.jwks",
     "iac_code.builtin.hmac_signer",
+    "iac_code.builtin.ask_user_question",
 )
 
 

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from iac_code_pipeline_selling.price_sources import PriceTableSource
-from iac_code_pipeline_selling.pricing import resource_count
+from iac_code_pipeline_selling.pricing import PriceTableSource, resource_count
 
 logger = logging.getLogger(__name__)
 

@@ -9,18 +9,17 @@ queries, :mod:`.bss`). A third party ships another through the same hook and nam
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from iac_code.api import PipelineServices, PluginContext, PriceSource, PriceSourceSpec, StartupError, normalise_name
-from iac_code_pipeline_selling.pricing import SAMPLE_TABLE, PriceTable
+from iac_code_pipeline_selling.pricing import SAMPLE_TABLE, PriceTable, PriceTableSource
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SOURCE = "price-table"
+DEFAULT_SOURCE = PriceTableSource.name
 
 
 class PriceConfig(BaseModel):
@@ -46,23 +45,6 @@ class PriceConfig(BaseModel):
         if not value.strip():
             raise ValueError("'price-source': must name a price source (price-table, bss, or a plugin's)")
         return value.strip()
-
-
-class PriceTableSource:
-    """``price-table``: a YAML price file, priced locally (no network)."""
-
-    name = DEFAULT_SOURCE
-
-    def __init__(self, table: PriceTable) -> None:
-        self.table = table
-
-    @property
-    def disclaimer(self) -> str:
-        return self.table.disclaimer
-
-    async def estimate(self, resources: Sequence[Mapping[str, Any]], *, region: str = "") -> dict[str, Any]:
-        """The table's cost of ``resources`` (every price file is for one region; ``region`` is not used)."""
-        return self.table.estimate(resources)
 
 
 def load_table(config: Any) -> PriceTable:

@@ -95,6 +95,23 @@ class PriceTable:
                 "official": self.official, "disclaimer": self.disclaimer}
 
 
+class PriceTableSource:
+    """``price-table``: a YAML price file, priced locally (no network)."""
+
+    name = "price-table"
+
+    def __init__(self, table: PriceTable) -> None:
+        self.table = table
+
+    @property
+    def disclaimer(self) -> str:
+        return self.table.disclaimer
+
+    async def estimate(self, resources: Sequence[Mapping[str, Any]], *, region: str = "") -> dict[str, Any]:
+        """The table's cost of ``resources`` (every price file is for one region; ``region`` is not used)."""
+        return self.table.estimate(resources)
+
+
 def resource_count(resource: Mapping[str, Any]) -> int:
     """How many of a resource a template declares (``MaxAmount``/``Amount``/``Count``, else ``count``, else 1)."""
     properties = resource.get("properties") or {}
