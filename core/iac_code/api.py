@@ -32,6 +32,7 @@ from iac_code.agents.questions import ASK_USER_QUESTION, QUESTION_TIMEOUT_SECOND
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
+    ModelWriter,
     PermissionRequest,
     Progress,
     RuntimeEvent,
@@ -44,6 +45,7 @@ from iac_code.agents.runtime import (
     TurnFailed,
     TurnRequest,
     Usage,
+    Written,
 )
 from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
 from iac_code.base import jsonio, tracing
@@ -239,6 +241,7 @@ __all__ = [
     "JsonRpcChannel",
     "JsonRpcDispatcher",
     "Lease",
+    "ModelWriter",
     "NodeLink",
     "NodeUnavailableError",
     "PageTokens",
@@ -295,6 +298,7 @@ __all__ = [
     "Understanding",
     "Usage",
     "UserQuestion",
+    "Written",
     "api_version_problem",
     "atomic_write",
     "client_transports",

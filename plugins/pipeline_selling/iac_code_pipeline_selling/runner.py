@@ -33,6 +33,7 @@ from iac_code.api import (
     read_private_file,
 )
 from iac_code_pipeline_selling.answers import match_question
+from iac_code_pipeline_selling.authoring import author_intent
 from iac_code_pipeline_selling.journal import JournalStore, envelope
 from iac_code_pipeline_selling.price_sources import price_source_for
 from iac_code_pipeline_selling.texts import text
@@ -306,6 +307,7 @@ class PipelineRuntime:
         vague or another cloud: a clarification question (§3). ``True`` when the run goes on; the understanding
         is then in ``state["intent"]`` (and the step is completed with it when ``complete``)."""
         understanding = await asyncio.to_thread(self.engine.understand, prompt, run.language)  # type: ignore[union-attr]
+        understanding = await author_intent(self, run, step_id, prompt, understanding)  # the model's, if one writes
         intent = {"is_infra_intent": understanding.is_infra_intent, "category": understanding.category,
                   "confidence": understanding.confidence, "resources": [dict(r) for r in understanding.resources],
                   "summary": understanding.summary, "other_cloud": understanding.other_cloud,

@@ -16,6 +16,7 @@ from typing import Any
 
 from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, TurnRequest, Understanding
 from iac_code_pipeline_selling.answers import parse_selection
+from iac_code_pipeline_selling.authoring import author_summaries
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates
 from iac_code_pipeline_selling.reviewing import (
     PLAIN_SUB_STEPS,
@@ -99,6 +100,7 @@ class SellingPipeline(PipelineRuntime):
                                          intent.get("prompt", run.state["prompt"]))
             for index, candidate in enumerate(candidates, start=1):
                 candidate["candidate_index"] = index
+            await author_summaries(self, run, "architecture_planning", candidates)  # the model's, if one writes
             run.state["candidates"] = candidates
             await run.step_completed("architecture_planning", {"candidates": [
                 {k: c[k] for k in ("candidate_index", "name", "summary", "generation_prompt", "hard_constraints")}

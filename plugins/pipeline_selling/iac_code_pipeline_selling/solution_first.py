@@ -26,6 +26,7 @@ import yaml
 
 from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
 from iac_code_pipeline_selling.answers import is_rejection, parse_confirmation, parse_selection
+from iac_code_pipeline_selling.authoring import author_summaries
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates, planned_resources
 from iac_code_pipeline_selling.runner import (
     Layout,
@@ -99,6 +100,7 @@ class SolutionFirstPipeline(PipelineRuntime):
                 for index, candidate in enumerate(candidates, start=1):
                     candidate["candidate_index"] = index
                     candidate["estimate"] = await self.prices.estimate(planned_resources(candidate))
+                await author_summaries(self, run, SELECT, candidates)  # the model's, if one writes
                 state["candidates"] = candidates
             await self._ask_selection(run, text(run.language, "reselect_prompt") if state.get("rollbacks") else "")
             return

@@ -38,6 +38,7 @@ from iac_code.api import (
     TurnFailed,
     TurnRequest,
     Usage,
+    Written,
     run_tool,
     translator,
 )
@@ -236,6 +237,29 @@ class LlmRuntime:
             names = ", ".join(f"{e.get('name', 'attachment')} ({e.get('mediaType', '?')})" for e in turn.manifest)
             text += f"\n\n[Attached: {names}]"
         return {"role": "user", "content": text}
+
+    # ------------------------------------------------------------------ one answer (iac_code.api.ModelWriter)
+
+    async def write(self, instructions: str, prompt: str, *, language: str = "en",
+                    metadata: Mapping[str, Any] | None = None) -> Written:
+        """One completion without tools or conversation (a pipeline's intent or summaries); ``ProviderError``
+        (or ``RuntimeError`` without a key) when the model does not answer."""
+        turn = TurnRequest(context_id="", task_id="write", prompt=prompt, cwd="", language=language,
+                           metadata=dict(metadata or {}))
+        key = self._key(turn)
+        if not key:
+            raise RuntimeError("no API key")
+        model = self._model(turn)
+        body = {"model": model, "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": prompt}]}
+        state = _Round("write")
+        async with aiohttp.ClientSession() as session:
+            async for _ in self._round(session, Endpoint(self.settings.base_url, key, self.settings.timeout), body,
+                                       state):
+                pass
+        tokens = state.usage or (0, 0)
+        return Written(state.text, model=model, provider=self.settings.dialect, input_tokens=tokens[0],
+                       output_tokens=tokens[1])
 
     # ------------------------------------------------------------------ the turn
 
