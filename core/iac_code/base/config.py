@@ -373,6 +373,8 @@ PLUGIN_KEYS: dict[str, tuple[str, str]] = {
     "card_legacy_fields": ("compat-v03", "a2a"),
     **dict.fromkeys(("pipeline_batch_max_events", "pipeline_batch_max_bytes", "pipeline_batch_delay_ms"),
                     ("pipeline-selling", "a2a")),
+    **dict.fromkeys(("price_source", "pricing_file", "bss_endpoint", "bss_region", "bss_access_key_id",
+                     "bss_access_key_secret", "pipeline_selling_review_step"), ("pipeline-selling", "a2a")),
 }
 
 
