@@ -149,6 +149,9 @@ async def test_a_hook_snippet_is_a_working_plugin(block: Block, tmp_path: Path, 
             turn = TurnRequest(context_id="c", task_id="t", prompt="count these words", cwd=str(tmp_path))
             events = [event async for event in runtime.run_turn(turn)]
             assert events and all(isinstance(e, RuntimeEvent) for e in events)  # type: ignore[arg-type]
+        for provided in mine.get("iac_code_price_sources", []):
+            cost = await provided.record.create(server.kernel).estimate([{"name": "Web", "type": "ALIYUN::ECS::Instance"}])
+            assert cost["price_source"] and all(item["price_source"] for item in cost["items"])
         for provided in mine.get("iac_code_tools", []):
             assert provided.record.create(server.kernel).name == provided.record.name
         async with httpx.AsyncClient() as http:
@@ -170,6 +173,7 @@ def _collected(plugins: Any, kernel: Any) -> dict[str, list[Any]]:
         "iac_code_card_signers": plugins.card_signers(), "iac_code_part_decoders": plugins.part_decoders(),
         "iac_code_routers": plugins.routers(), "iac_code_agent_runtimes": plugins.agent_runtimes(),
         "iac_code_tools": plugins.tools(), "iac_code_state_backends": plugins.state_backends(),
+        "iac_code_price_sources": plugins.price_sources(),
         "iac_code_cli_commands": {**plugins.cli_commands(""), **plugins.cli_commands("a2a")},
     }
     mine = {hook: [p for p in table.values() if p.plugin == "snippet"] for hook, table in tables.items()}

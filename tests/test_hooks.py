@@ -33,6 +33,7 @@ from iac_code.base.records import (
     InterfaceInfo,
     PartDecoderSpec,
     PipelineSpec,
+    PriceSourceSpec,
     ProtocolAdapterSpec,
     PushContext,
     PushQueueSpec,
@@ -212,6 +213,10 @@ class EveryHookPlugin:
         return [PipelineSpec(name="test_pipeline", create=lambda services: object())]  # type: ignore[arg-type,return-value]
 
     @hookimpl
+    def iac_code_price_sources(self) -> list[PriceSourceSpec]:
+        return [PriceSourceSpec(name="test_prices", create=lambda kernel: object())]  # type: ignore[arg-type,return-value]
+
+    @hookimpl
     def iac_code_tools(self) -> list[ToolSpec]:
         return [ToolSpec(name="test-tool", create=lambda kernel: object())]
 
@@ -275,6 +280,7 @@ def test_every_hook_is_collected() -> None:
     assert "test-tool" in plugins.tools()
     assert plugins.iac_engines()["test-engine"].plugin == "every-hook"
     assert plugins.pipelines()["test-pipeline"].record.name == "test_pipeline"  # keyed like every component name
+    assert plugins.price_sources()["test-prices"].plugin == "every-hook" and "price-table" in plugins.price_sources()
     assert plugins.state_backends()["test-state"].plugin == "every-hook"
     assert any(p.record.path == "/every-hook" for p in plugins.http_routes(kernel=None))  # type: ignore[arg-type]
     assert [p.record.name for p in plugins.protocol_adapters() if p.plugin == "every-hook"] == ["test-adapter"]

@@ -27,12 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, Understanding
+from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, TemplateFixer, Understanding
+from iac_code.agents.questions import ASK_USER_QUESTION, QUESTION_TIMEOUT_SECONDS, UserQuestion, match_question
 from iac_code.agents.runtime import (
     AgentRuntime,
     ApiCall,
     ArtifactPayload,
     Interrupt,
+    ModelWriter,
     PermissionRequest,
     Progress,
     RuntimeEvent,
@@ -45,6 +47,7 @@ from iac_code.agents.runtime import (
     TurnFailed,
     TurnRequest,
     Usage,
+    Written,
 )
 from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
 from iac_code.base import jsonio, tracing
@@ -89,6 +92,8 @@ from iac_code.base.records import (
     PipelineServices,
     PipelineSpec,
     PluginContext,
+    PriceSource,
+    PriceSourceSpec,
     ProtocolAdapterSpec,
     PushContext,
     PushQueueSpec,
@@ -195,6 +200,7 @@ __all__ = [
     "API_VERSION",
     "API_VERSION_ATTRIBUTE",
     "ARTIFACT_ROUTE_PREFIX",
+    "ASK_USER_QUESTION",
     "AUTH_ENV",
     "DEFAULT_API_KEY_HEADER",
     "DEFAULT_PAGE_SIZE",
@@ -202,6 +208,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MESSAGE_METHODS",
     "NOT_STORED",
+    "QUESTION_TIMEOUT_SECONDS",
     "RAW_PARAMS_KEY",
     "SAFE_POINTS",
     "STREAMING_METHODS",
@@ -246,6 +253,7 @@ __all__ = [
     "JsonRpcChannel",
     "JsonRpcDispatcher",
     "Lease",
+    "ModelWriter",
     "NodeLink",
     "NodeUnavailableError",
     "PageTokens",
@@ -256,6 +264,8 @@ __all__ = [
     "PipelineServices",
     "PipelineSpec",
     "PluginContext",
+    "PriceSource",
+    "PriceSourceSpec",
     "Principal",
     "PrincipalUser",
     "Progress",
@@ -281,6 +291,7 @@ __all__ = [
     "StateBackend",
     "StateBackendSpec",
     "StoredArtifact",
+    "TemplateFixer",
     "TextDelta",
     "Thinking",
     "Tool",
@@ -302,6 +313,8 @@ __all__ = [
     "TurnRequest",
     "Understanding",
     "Usage",
+    "UserQuestion",
+    "Written",
     "api_version_problem",
     "atomic_write",
     "client_transports",
@@ -330,6 +343,7 @@ __all__ = [
     "mark_pipeline_waiting",
     "mask_url",
     "mask_urls_in",
+    "match_question",
     "message_to_json",
     "messages",
     "missed",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -73,4 +73,14 @@ class IacEngine(Protocol):
 
     def review(self, template: str, language: str = "en") -> Sequence[Finding]:
         """Review a template's text (ROS YAML/JSON or Terraform)."""
+        ...
+
+
+@runtime_checkable
+class TemplateFixer(Protocol):
+    """An :class:`IacEngine` that can also fix what its review found (optional): a reviewing step calls it while
+    high-severity findings remain, a few rounds at most, and reports the findings as they are without it."""
+
+    def fix(self, template: str, findings: Sequence[Finding], language: str = "en") -> GeneratedTemplate | None:
+        """``template`` with ``findings`` fixed (its resources listed again), or ``None`` when it cannot fix them."""
         ...

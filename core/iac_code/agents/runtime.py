@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -225,3 +225,26 @@ class AgentRuntime(Protocol):
     # ``model`` and ``missing`` (a subset of partner_configuration, provider, model, api_key, configuration):
     # whether the runtime's model is configured, from configuration only (no network call, never a secret).
     # ``GET /iac-code/readiness`` shows it as ``llm``.
+
+@dataclass(frozen=True)
+class Written:
+    """What a :class:`ModelWriter` wrote: the text, and the model and tokens it took (for usage reports)."""
+
+    text: str
+    model: str = ""
+    provider: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@runtime_checkable
+class ModelWriter(Protocol):
+    """An agent runtime driven by a model that can also answer one prompt on its own: no tools, no conversation,
+    nothing kept. Features that need a model's words (the selling pipelines' intent and candidate summaries) use
+    it when the configured runtime is one; without it they stay deterministic."""
+
+    async def write(self, instructions: str, prompt: str, *, language: str = "en",
+                    metadata: Mapping[str, Any] | None = None) -> Written:
+        """The model's answer to ``prompt`` under ``instructions`` (its system message); ``metadata`` is the
+        request's ``metadata.iac_code`` (a per-request model or key). Raises when the model cannot answer."""
+        ...

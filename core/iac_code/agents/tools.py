@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from iac_code.agents.runtime import (
     ApiCall,
@@ -25,6 +25,9 @@ from iac_code.agents.runtime import (
     ToolInputDelta,
     ToolStarted,
 )
+
+if TYPE_CHECKING:
+    from iac_code.agents.questions import UserQuestion
 
 INPUT_CHUNK = 256  # characters of JSON per input_delta event
 
@@ -62,12 +65,16 @@ class ToolOutcome:
 
     ``result`` is published in tool metadata; ``private`` is for the calling
     runtime only (e.g. a generated template's full text) and never published.
+    ``question`` set means the call waits for the user's answer (``ask_user_question``):
+    :func:`run_tool` emits no completion, and the runtime ends the turn with the question
+    and reads the next message on the task as the answer (:mod:`iac_code.agents.questions`).
     """
 
     result: Mapping[str, Any] = field(default_factory=dict)
     artifact: ArtifactPayload | None = None
     error: str | None = None
     private: Any = None
+    question: UserQuestion | None = None
 
 
 class Tool(Protocol):
@@ -123,6 +130,8 @@ async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
     except Exception as exc:  # a tool bug must not end the turn without a trace
         outcome = ToolOutcome(error=f"{call.name} failed: {type(exc).__name__}")
     call.outcome = outcome
+    if outcome.question is not None and outcome.error is None:
+        return  # the call completes when the user has answered (the runtime reports it then)
     if outcome.error is not None:
         yield ToolFailed(call.tool_use_id, call.name, outcome.error)
     else:

@@ -376,6 +376,8 @@ PLUGIN_KEYS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(("deployer", "ros_endpoint", "ros_region", "ros_access_key_id", "ros_access_key_secret",
                      "ros_poll_interval_seconds", "ros_wait_timeout_seconds", "ros_stack_timeout_minutes"),
                     ("pipeline-selling", "a2a")),
+    **dict.fromkeys(("price_source", "pricing_file", "bss_endpoint", "bss_region", "bss_access_key_id",
+                     "bss_access_key_secret", "pipeline_selling_review_step"), ("pipeline-selling", "a2a")),
 }
 
 

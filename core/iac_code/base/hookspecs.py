@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         PartDecoderSpec,
         PipelineSpec,
         PluginContext,
+        PriceSourceSpec,
         ProtocolAdapterSpec,
         PushQueueSpec,
         PushServiceSpec,
@@ -216,6 +217,19 @@ def iac_code_pipelines() -> list[PipelineSpec]:
     that the kernel selects per request.
 
     :return: pipeline records, selected by name.
+    """
+
+
+@hookspec
+def iac_code_price_sources() -> list[PriceSourceSpec]:
+    """Provide price sources: what a template's resources cost per month (``price-source`` setting).
+
+    Called when the kernel builds the pipelines; a pipeline that prices candidates creates the one
+    its settings name (the selling pipelines: ``price-source``, default ``price-table``).
+
+    :return: price source records; ``create(context)`` returns a
+        :class:`~iac_code.base.records.PriceSource` whose ``async estimate(resources, region=...)``
+        names its source in every cost and reports, never prices at 0, what it cannot price.
     """
 
 

@@ -434,19 +434,54 @@ class IacEngineSpec:
     description: str = ""
 
 
+class PriceSource(Protocol):
+    """Prices a template's resources per month, for the selling pipelines' cost step (``price-source`` setting).
+
+    ``estimate`` returns one cost: ``items`` (per resource ``name``, ``type``, ``spec``, ``monthly_cost`` as
+    text, ``priced``, ``count``, ``price_source`` and, when not priced, the ``reason``), ``total_monthly_cost``
+    (text), ``total`` (number, priced items only), ``currency``, ``unpriced_types``, ``price_source``,
+    ``price_date``, ``official`` and ``disclaimer``. A resource the source cannot price is reported in its item
+    (``priced: false``) and left out of the total, never priced at 0.
+    """
+
+    name: str
+
+    @property
+    def disclaimer(self) -> str:
+        """What every cost from this source says about its prices (where they come from, how official, when)."""
+        ...
+
+    async def estimate(self, resources: Sequence[Mapping[str, Any]], *, region: str = "") -> dict[str, Any]:
+        """The monthly cost of ``resources`` (``{"name", "type", "properties"}``) in ``region`` (``""``: the
+        source's default)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PriceSourceSpec:
+    """A price source (:class:`PriceSource`), selected by the ``price-source`` setting of the pipelines that
+    price candidates; ``create(context)`` builds it from the server's settings."""
+
+    name: str
+    create: Callable[[PluginContext], PriceSource]
+    description: str = ""
+
+
 @dataclass(frozen=True)
 class PipelineServices:
     """What the kernel hands a pipeline it builds.
 
     ``chat`` is the configured agent runtime (the context continues with it after the pipeline's
     handoff); ``engine`` the installed IaC engine (``None`` when no plugin provides one);
-    ``state_dir`` where the pipeline journals its runs (``None``: persistence is off).
+    ``state_dir`` where the pipeline journals its runs (``None``: persistence is off);
+    ``price_sources`` every installed price source (``iac_code_price_sources``) by normalised name.
     """
 
     context: PluginContext
     chat: AgentRuntime
     engine: IacEngine | None
     state_dir: Path | None
+    price_sources: Mapping[str, PriceSourceSpec] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

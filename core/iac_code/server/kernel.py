@@ -297,7 +297,8 @@ class Kernel:
                                f"{', '.join(sorted(self.pipeline_specs))}.")
         engines = self.plugins.iac_engines()
         engine = next(iter(engines.values())).record.create(self) if engines else None
-        services = PipelineServices(context=self, chat=chat, engine=engine, state_dir=self.state_dir)
+        services = PipelineServices(context=self, chat=chat, engine=engine, state_dir=self.state_dir,
+                                    price_sources={n: p.record for n, p in self.plugins.price_sources().items()})
         return ModeRouter(chat, {name: spec.create(services) for name, spec in self.pipeline_specs.items()}, default)
 
     async def start(self) -> list[InterfaceInfo]:

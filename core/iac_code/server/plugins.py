@@ -37,6 +37,7 @@ from iac_code.base.records import (
     InterfaceInfo,
     PartDecoderSpec,
     PipelineSpec,
+    PriceSourceSpec,
     ProtocolAdapterSpec,
     Provided,
     PushQueueSpec,
@@ -166,6 +167,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "iac_code.builtin.jwks",
     "iac_code.builtin.hmac_signer",
     "iac_code.builtin.readiness",
+    "iac_code.builtin.ask_user_question",
 )
 
 
@@ -375,6 +377,9 @@ class Plugins:
 
     def pipelines(self) -> dict[str, Provided[PipelineSpec]]:
         return self._by_name("iac_code_pipelines", PipelineSpec, "Pipeline", lambda p: (p.name,))
+
+    def price_sources(self) -> dict[str, Provided[PriceSourceSpec]]:
+        return self._by_name("iac_code_price_sources", PriceSourceSpec, "Price source", lambda s: (s.name,))
 
     def iac_engines(self) -> dict[str, Provided[IacEngineSpec]]:
         return self._by_name("iac_code_iac_engines", IacEngineSpec, "IaC engine", lambda e: (e.name,))

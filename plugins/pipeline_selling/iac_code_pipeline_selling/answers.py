@@ -1,4 +1,5 @@
-"""Reading the user's answers: §3's question matching and §2.3's candidate selection."""
+"""Reading the user's answers: §3's question matching (the kernel's ``match_question``) and §2.3's candidate
+selection."""
 
 from __future__ import annotations
 
@@ -8,24 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
-def match_question(text: str, options: Sequence[Mapping[str, Any]], allow_free_text: bool = True) -> dict[str, Any]:
-    """§3's order: a 1-based number, an exact ``id`` or ``label``, free text, else the text as ``selectedLabel``.
-
-    Returns ``selectedId``, ``selectedLabel``, ``freeText`` (unmatched fields ``""``).
-    """
-    trimmed = text.strip()
-    if re.fullmatch(r"[0-9]+", trimmed):
-        number = int(trimmed)
-        if 1 <= number <= len(options):
-            option = options[number - 1]
-            return {"selectedId": str(option["id"]), "selectedLabel": str(option["label"]), "freeText": ""}
-    for option in options:
-        if trimmed in (str(option["id"]), str(option["label"])):
-            return {"selectedId": str(option["id"]), "selectedLabel": str(option["label"]), "freeText": ""}
-    if allow_free_text:
-        return {"selectedId": "", "selectedLabel": "", "freeText": text}
-    return {"selectedId": "", "selectedLabel": text, "freeText": ""}
+from iac_code.api import match_question as match_question  # §3's rules, shared with the ask_user_question tool
 
 
 @dataclass(frozen=True)
@@ -162,3 +146,4 @@ def parse_confirmation(text: str, options: Sequence[Mapping[str, Any]]) -> Confi
 def is_rejection(text: str) -> bool:
     """The user turns every candidate down (``none``, ``cancel``, ``都不要``, …)."""
     return text.strip().lower().strip(_PUNCT) in _REJECT
+

@@ -12,12 +12,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, hookimpl
+from iac_code.api import HttpRouteSpec, PipelineServices, PipelineSpec, PriceSourceSpec, hookimpl
 from iac_code_pipeline_selling.backups import BackupConfig, config_problems
 from iac_code_pipeline_selling.batching import BatchingPipeline, BatchSettings, PipelineBatchConfig
 from iac_code_pipeline_selling.deploy_config import DeployConfig
 from iac_code_pipeline_selling.deploy_config import check as check_deploy
 from iac_code_pipeline_selling.journal import JournalStore
+from iac_code_pipeline_selling.price_sources import PriceConfig, builtin_price_sources
+from iac_code_pipeline_selling.reviewing import ReviewConfig
 from iac_code_pipeline_selling.selling import PIPELINE_NAME, SellingPipeline
 from iac_code_pipeline_selling.solution_first import PIPELINE_NAME as SOLUTION_FIRST_NAME
 from iac_code_pipeline_selling.solution_first import SolutionFirstPipeline
@@ -72,18 +74,24 @@ def create_solution_first(services: PipelineServices) -> BatchingPipeline:
     return batching(SolutionFirstPipeline(services, shared_store(services)), services)
 
 
-class PipelineConfig(PipelineBatchConfig, BackupConfig, DeployConfig):
-    """The keys the selling pipelines add to the configuration: event batching, critical backups and the deploy."""
+class PipelineSellingConfig(PipelineBatchConfig, BackupConfig, DeployConfig, PriceConfig, ReviewConfig):
+    """Every key of the selling pipelines: event batching, critical backups, the deploy, prices and the
+    reviewing sub-step."""
 
 
 @hookimpl
 def iac_code_config_model() -> type[BaseModel]:
-    return PipelineConfig
+    return PipelineSellingConfig
 
 
 @hookimpl
 def iac_code_check_config(config: Any) -> list[str]:
     return [*config_problems(config), *check_deploy(config)]
+
+
+@hookimpl
+def iac_code_price_sources() -> list[PriceSourceSpec]:
+    return builtin_price_sources()
 
 
 @hookimpl
@@ -101,5 +109,6 @@ def iac_code_http_routes(kernel: Any) -> list[HttpRouteSpec]:
     return [HttpRouteSpec("GET", STATE_PATH, state_handler(kernel, lambda: store_for(kernel)), name="pipeline-state")]
 
 
-__all__ = ["IAC_CODE_API_VERSION", "PipelineSellingConfig", "batching", "iac_code_check_config", "iac_code_config_model",
-           "iac_code_http_routes", "iac_code_pipelines", "shared_store", "store_for"]
+__all__ = ["IAC_CODE_API_VERSION", "PipelineSellingConfig", "batching", "iac_code_check_config",
+           "iac_code_config_model", "iac_code_http_routes", "iac_code_pipelines", "iac_code_price_sources",
+           "shared_store", "store_for"]

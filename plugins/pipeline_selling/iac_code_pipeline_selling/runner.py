@@ -23,6 +23,7 @@ from iac_code.api import (
     IacEngine,
     Interrupt,
     PipelineServices,
+    PriceSource,
     Progress,
     RuntimeEvent,
     TextDelta,
@@ -36,9 +37,10 @@ from iac_code.api import (
 )
 from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import match_question
+from iac_code_pipeline_selling.authoring import author_intent
 from iac_code_pipeline_selling.backups import Backups
 from iac_code_pipeline_selling.journal import JournalStore, envelope
-from iac_code_pipeline_selling.pricing import PriceTable
+from iac_code_pipeline_selling.price_sources import price_source_for
 from iac_code_pipeline_selling.texts import text
 
 logger = logging.getLogger(__name__)
@@ -195,10 +197,10 @@ class PipelineRuntime:
 
     layout: Layout
 
-    def __init__(self, services: PipelineServices, store: JournalStore, prices: PriceTable | None = None) -> None:
+    def __init__(self, services: PipelineServices, store: JournalStore, prices: PriceSource | None = None) -> None:
         self.services = services
         self.store = store
-        self.prices = prices or PriceTable.load()
+        self.prices: PriceSource = prices or price_source_for(services)  # ``price-source``'s, once per server
         config = getattr(services.context, "config", None)
         self.deployer = str(getattr(config, "deployer", "none") or "none")
         self.backups = Backups.shared(services, store)
@@ -359,6 +361,7 @@ class PipelineRuntime:
         vague or another cloud: a clarification question (§3). ``True`` when the run goes on; the understanding
         is then in ``state["intent"]`` (and the step is completed with it when ``complete``)."""
         understanding = await asyncio.to_thread(self.engine.understand, prompt, run.language)  # type: ignore[union-attr]
+        understanding = await author_intent(self, run, step_id, prompt, understanding)  # the model's, if one writes
         intent = {"is_infra_intent": understanding.is_infra_intent, "category": understanding.category,
                   "confidence": understanding.confidence, "resources": [dict(r) for r in understanding.resources],
                   "summary": understanding.summary, "other_cloud": understanding.other_cloud,

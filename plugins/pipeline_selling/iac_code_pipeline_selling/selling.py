@@ -14,11 +14,19 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
+from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, TurnRequest, Understanding
 from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import parse_selection
+from iac_code_pipeline_selling.authoring import author_summaries
 from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates
+from iac_code_pipeline_selling.reviewing import (
+    PLAIN_SUB_STEPS,
+    REVIEWED_SUB_STEPS,
+    review_candidate,
+    reviewing_enabled,
+    sub_steps,
+)
 from iac_code_pipeline_selling.runner import Layout, PipelineRuntime, RunTurn, new_hex, presentation, slug, template_filename
 from iac_code_pipeline_selling.texts import text
 
@@ -27,13 +35,19 @@ STEPS = ("intent_parsing", "architecture_planning", "evaluate_candidates", "conf
 LAYOUT = Layout(PIPELINE_NAME, STEPS, types={"evaluate_candidates": "parallel_sub_pipeline"},
                 ui_modes={"confirm_and_select": "candidate_selection"})
 SUB_PIPELINE = "evaluate_candidate"
-SUB_STEPS = ("template_generating", "cost_estimating")
+SUB_STEPS = PLAIN_SUB_STEPS  # with enable_reviewing: REVIEWED_SUB_STEPS (reviewing.py)
 
 
 class SellingPipeline(PipelineRuntime):
     """The ``selling`` pipeline: one instance serves every context (their turns never overlap)."""
 
     layout = LAYOUT
+
+    def new_state(self, turn: TurnRequest) -> dict[str, Any]:
+        """A fresh run's state, with ``enable_reviewing`` fixed for the run (reviewing.py)."""
+        state = super().new_state(turn)
+        state["enableReviewing"] = reviewing_enabled(getattr(self.services.context, "config", None))
+        return state
 
     async def _drive(self, run: RunTurn) -> None:
         state = run.state
@@ -88,6 +102,7 @@ class SellingPipeline(PipelineRuntime):
                                          intent.get("prompt", run.state["prompt"]))
             for index, candidate in enumerate(candidates, start=1):
                 candidate["candidate_index"] = index
+            await author_summaries(self, run, "architecture_planning", candidates)  # the model's, if one writes
             run.state["candidates"] = candidates
             await run.step_completed("architecture_planning", {"candidates": [
                 {k: c[k] for k in ("candidate_index", "name", "summary", "generation_prompt", "hard_constraints")}
@@ -122,23 +137,27 @@ class SellingPipeline(PipelineRuntime):
 
     def _candidate_obj(self, candidate: Mapping[str, Any], *, with_steps: bool = False) -> dict[str, Any]:
         index = candidate["candidate_index"]
+        steps = sub_steps(candidate)
         attempt = candidate.get("evaluation", {}).get("attempt", 1)
         run_id = f"candidate-{SUB_PIPELINE}-{index}-{attempt}"
         obj: dict[str, Any] = {"id": f"candidate-{index}", "runId": run_id, "index": index, "attempt": attempt,
-                               "name": candidate["name"], "pipelineName": SUB_PIPELINE, "totalSteps": len(SUB_STEPS)}
+                               "name": candidate["name"], "pipelineName": SUB_PIPELINE, "totalSteps": len(steps)}
         if with_steps:
-            obj["steps"] = [{"id": s, "runId": f"{run_id}-{s}-1", "attempt": 1, "index": i, "total": len(SUB_STEPS),
-                             "status": "pending"} for i, s in enumerate(SUB_STEPS, start=1)]
+            obj["steps"] = [{"id": s, "runId": f"{run_id}-{s}-1", "attempt": 1, "index": i, "total": len(steps),
+                             "status": "pending"} for i, s in enumerate(steps, start=1)]
         return obj
 
     def _cstep(self, candidate: Mapping[str, Any], step_id: str) -> dict[str, Any]:
         cand = self._candidate_obj(candidate)
         return {"id": step_id, "runId": f"{cand['runId']}-{step_id}-1", "attempt": 1,
-                "index": SUB_STEPS.index(step_id) + 1, "total": len(SUB_STEPS)}
+                "index": sub_steps(candidate).index(step_id) + 1, "total": len(sub_steps(candidate))}
 
     async def _evaluate(self, run: RunTurn, candidate: dict[str, Any]) -> None:
         """The sub-pipeline ``evaluate_candidate`` for one candidate: template, then cost and hard constraints."""
         evaluation = candidate.setdefault("evaluation", {"attempt": 1, "status": "running", "steps": {}})
+        # fixed when this attempt began (a restart or rollback makes a fresh evaluation without it)
+        evaluation.setdefault("sub_steps", list(REVIEWED_SUB_STEPS if run.state.get("enableReviewing") else SUB_STEPS))
+        reviewing = "reviewing" in sub_steps(candidate)
         base = {"candidate_index": candidate["candidate_index"], "candidate_name": candidate["name"]}
         if not evaluation["steps"]:
             await run.emit("candidate_started", "candidate", "working", base,
@@ -162,10 +181,10 @@ class SellingPipeline(PipelineRuntime):
                                              artifact=ArtifactPayload(filename, generated.media_type, generated.text)))
             template = {"filename": filename, "media_type": generated.media_type, "sha256": sha,
                         "resources": [dict(r) for r in generated.resources], "not_generated": list(generated.not_generated),
-                        "task_id": run.turn.task_id}
+                        "task_id": run.turn.task_id, **({"text": generated.text} if reviewing else {})}
             await sub_event("artifact_created", "template_generating", "working", {"source": "conclusion"},
                             artifact={"filename": filename, "mediaType": generated.media_type, "content": generated.text,
-                                      "role": "final", "contentSha256": sha,
+                                      **({} if reviewing else {"role": "final"}), "contentSha256": sha,
                                       "dedupeKey": f"{candidate['candidate_index']}:{filename}:{sha[:16]}"})
             await sub_event("candidate_step_completed", "template_generating", "working", {"conclusion": {
                 "filename": filename, "media_type": generated.media_type, "resource_count": len(generated.resources),
@@ -175,8 +194,11 @@ class SellingPipeline(PipelineRuntime):
             await run.pipeline.save_state(run.turn.context_id, run.state)
         assert template is not None
         await run.interrupts.candidate_checkpoint(candidate)  # restart, pause or rollback between sub-steps
+        if reviewing and evaluation["steps"].get("reviewing") != "completed":
+            template = await review_candidate(self, run, candidate, sub_event, new_hex)
+        await run.interrupts.candidate_checkpoint(candidate)  # restart, pause or rollback between sub-steps
         await sub_event("candidate_step_started", "cost_estimating", "working", {})
-        cost = self.prices.estimate(template["resources"])
+        cost = await self.prices.estimate(template["resources"], region=run.state.get("intent", {}).get("region") or "")
         problems = check_constraints(candidate["hard_constraints"], template["resources"])
         if problems:
             await sub_event("candidate_step_failed", "cost_estimating", "failed",

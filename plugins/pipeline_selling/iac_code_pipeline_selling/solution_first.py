@@ -26,6 +26,7 @@ import yaml
 
 from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
 from iac_code_pipeline_selling.answers import is_rejection, parse_confirmation, parse_selection
+from iac_code_pipeline_selling.authoring import author_summaries
 from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates, planned_resources
 from iac_code_pipeline_selling.runner import (
@@ -99,7 +100,8 @@ class SolutionFirstPipeline(PipelineRuntime):
                                              state["intent"]["prompt"])
                 for index, candidate in enumerate(candidates, start=1):
                     candidate["candidate_index"] = index
-                    candidate["estimate"] = self.prices.estimate(planned_resources(candidate))
+                    candidate["estimate"] = await self.prices.estimate(planned_resources(candidate))
+                await author_summaries(self, run, SELECT, candidates)  # the model's, if one writes
                 state["candidates"] = candidates
             await self._ask_selection(run, text(run.language, "reselect_prompt") if state.get("rollbacks") else "")
             return
@@ -217,7 +219,7 @@ class SolutionFirstPipeline(PipelineRuntime):
                 "sha256": hashlib.sha256(generated.text.encode("utf-8")).hexdigest(),
                 "url": str(payload.stored.get("url", "")), "artifact_id": str(payload.stored.get("artifactId", "")),
                 "task_id": run.turn.task_id, "resources": resources, "not_generated": list(generated.not_generated),
-                "cost": self.prices.estimate(resources),
+                "cost": await self.prices.estimate(resources),
                 "constraint_problems": check_constraints(candidate["hard_constraints"], resources),
                 "defaults": {name: d["Default"] for name, d in declared.items() if "Default" in d},
                 "declared": sorted(declared),

@@ -22,6 +22,8 @@ SYSTEM_PROMPT = (
     "Terraform. Use the tools to generate, review and convert templates, to read and write files in the user's "
     "workspace (paths relative to it) and to call the ROS API. Writing files and changing cloud resources ask the "
     "user first; if a tool reports 'permission denied', do not retry it, say what you would have done. "
+    "When a request is ambiguous or a choice is the user's to make, ask with ask_user_question (a few options; "
+    "the answer comes back as its result). "
     "Answer in the user's language ({language})."
 )
 

@@ -38,11 +38,12 @@ from iac_code.api import (
     TurnFailed,
     TurnRequest,
     Usage,
+    Written,
     run_tool,
     translator,
 )
 from iac_code.api import messages as m
-from iac_code_runtime_llm import conversation
+from iac_code_runtime_llm import conversation, questions
 from iac_code_runtime_llm.provider import Endpoint, ProviderError, stream_chat
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class _Call:
     arguments: str = ""
     announced: bool = False
     pending: list[str] = field(default_factory=list)
+    question: Any = None  # an ask_user_question call: the turn pauses for the answer
 
 
 @dataclass
@@ -255,6 +257,29 @@ class LlmRuntime:
             text += f"\n\n[Attached: {names}]"
         return {"role": "user", "content": text}
 
+    # ------------------------------------------------------------------ one answer (iac_code.api.ModelWriter)
+
+    async def write(self, instructions: str, prompt: str, *, language: str = "en",
+                    metadata: Mapping[str, Any] | None = None) -> Written:
+        """One completion without tools or conversation (a pipeline's intent or summaries); ``ProviderError``
+        (or ``RuntimeError`` without a key) when the model does not answer."""
+        turn = TurnRequest(context_id="", task_id="write", prompt=prompt, cwd="", language=language,
+                           metadata=dict(metadata or {}))
+        key = self._key(turn)
+        if not key:
+            raise RuntimeError("no API key")
+        model = self._model(turn)
+        body = {"model": model, "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": prompt}]}
+        state = _Round("write")
+        async with aiohttp.ClientSession() as session:
+            async for _ in self._round(session, Endpoint(self.settings.base_url, key, self.settings.timeout), body,
+                                       state):
+                pass
+        tokens = state.usage or (0, 0)
+        return Written(state.text, model=model, provider=self.settings.dialect, input_tokens=tokens[0],
+                       output_tokens=tokens[1])
+
     # ------------------------------------------------------------------ the turn
 
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
@@ -265,7 +290,14 @@ class LlmRuntime:
             return
         endpoint = Endpoint(self.settings.base_url, key, self.settings.timeout)
         system = {"role": "system", "content": conversation.SYSTEM_PROMPT.format(language=turn.language)}
-        messages = [*conversation.history(turn.session), self._user_message(turn)]
+        resumed, replies, answered = questions.resume(turn.session, turn)  # a question that waited for this turn
+        for event in resumed:
+            yield event
+        messages = [*conversation.history(turn.session), *replies]
+        if replies:  # the round the question paused is closed, whatever happens next
+            conversation.save(turn.session, messages, self.settings.context_tokens)
+        if not answered:
+            messages.append(self._user_message(turn))
         messages = conversation.bounded(messages, self.settings.context_tokens)
         base: dict[str, Any] = {"model": self._model(turn), "stream": True, "stream_options": {"include_usage": True},
                                 "tools": self._tool_definitions(), **self._thinking(turn)}
@@ -299,9 +331,16 @@ class LlmRuntime:
                                             "function": {"name": c.name, "arguments": c.arguments or "{}"}}
                                            for c in calls]
                 messages.append(assistant)
-                for call in calls:
+                for position, call in enumerate(calls):
                     async for event in self._run_call(call, context, messages):
                         yield event
+                    if call.question is not None:  # ask_user_question: the turn ends on it
+                        later = [c.call_id for c in calls[position + 1:]]
+                        for event in questions.pause(turn.session, turn, call.call_id, call.question, later,
+                                                     after_text=bool(state.text)):
+                            yield event
+                        conversation.save(turn.session, messages, self.settings.context_tokens)
+                        return
                 conversation.save(turn.session, messages, self.settings.context_tokens)
         yield TurnFailed(t(m.TOOL_ROUNDS_EXCEEDED, rounds=self.settings.max_tool_rounds), retryable=True)
 
@@ -344,6 +383,10 @@ class LlmRuntime:
         tool_call = ToolCall(call.call_id, call.name, arguments)
         async for event in run_tool(entry[1], tool_call, context, announced=True):
             yield event
+        outcome = tool_call.outcome
+        if outcome is not None and outcome.question is not None and outcome.error is None:
+            call.question = outcome.question  # answered by the next message: its tool message comes then
+            return
         messages.append(conversation.tool_message(call.call_id, tool_call.outcome))
 
     @staticmethod
