@@ -274,7 +274,7 @@ class LlmRuntime:
         state = _Round("write")
         async with aiohttp.ClientSession() as session:
             async for _ in self._round(session, Endpoint(self.settings.base_url, key, self.settings.timeout), body,
-                                       state):
+                                       state, {}):  # no context, so no llm_headers
                 pass
         tokens = state.usage or (0, 0)
         return Written(state.text, model=model, provider=self.settings.dialect, input_tokens=tokens[0],
