@@ -35,6 +35,7 @@ from iac_code.agents.runtime import (
     Interrupt,
     PermissionRequest,
     Progress,
+    ResumableRuntime,
     RuntimeEvent,
     TextDelta,
     Thinking,
@@ -50,7 +51,15 @@ from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolO
 from iac_code.base import jsonio, tracing
 from iac_code.base.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.base.background import spawn
-from iac_code.base.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
+from iac_code.base.cluster import (
+    ControlHandler,
+    Lease,
+    NodeLink,
+    NodeUnavailableError,
+    PermissionWaitRecords,
+    StateBackend,
+    task_scope,
+)
 from iac_code.base.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
 from iac_code.base.errors import ConfigProblems, StartupError
 from iac_code.base.hookspecs import ENTRY_POINT_GROUP, hookimpl
@@ -247,6 +256,7 @@ __all__ = [
     "PartDecoderSpec",
     "Permission",
     "PermissionRequest",
+    "PermissionWaitRecords",
     "PipelineServices",
     "PipelineSpec",
     "PluginContext",
@@ -263,6 +273,7 @@ __all__ = [
     "PushServiceSpec",
     "QueueContext",
     "RateLimitedLog",
+    "ResumableRuntime",
     "Route",
     "RouteCandidate",
     "RouteQuery",
