@@ -20,6 +20,7 @@ how to answer it, and CancelTask cancels a suspended task (its checkpoint become
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -196,6 +197,10 @@ class PermissionRecovery:
             try:
                 return await self._claim_and_start(recovery, answer, params, context, **options)
             except _Retry:
+                claiming = self._claims().get(answer.task_id)
+                if claiming is not None:  # another answer here holds the context: let its claim land first
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(claiming.wait(), SUSPENDING_WAIT_SECONDS)
                 again = await self._recovery(answer, context)
                 if again is None:
                     break
@@ -225,6 +230,8 @@ class PermissionRecovery:
                 raise _Retry from None  # another answer is resuming it
             raise
         handed = False
+        claims = self._claims()
+        claims[task.id] = settled = asyncio.Event()
         try:
             claimed = await self._waits.move(record, RESTORING, decision=answer.decision, recovered=True,
                                              node=self._waits.node_id)
@@ -241,8 +248,18 @@ class PermissionRecovery:
             handed = True  # from here on the turn (or _start, if it fails) releases the context
             return await self._start(request, context, task, **options)
         finally:
+            settled.set()
+            if claims.get(task.id) is settled:
+                del claims[task.id]
             if not handed:
                 await self._contexts.release(reserved)
+
+    def _claims(self) -> dict[str, asyncio.Event]:
+        """Claims in progress on this node, by task: set once the claim has landed (or was given up)."""
+        claims: dict[str, asyncio.Event] | None = getattr(self, "_claiming", None)
+        if claims is None:
+            claims = self._claiming = {}
+        return claims
 
     async def _answer_recovery(self, recovery: Recovery, answer: Answer, params: SendMessageRequest,
                                context: ServerCallContext, immediately: bool) -> Task | Message:

@@ -124,7 +124,21 @@ class LocalPermissionWaits(PermissionWaitRecords):
     def __init__(self, directory: Path | None) -> None:
         self._dir = directory
         self._records: dict[str, dict[str, Any]] = {}
+        self._by_task: dict[str, set[str]] = {}
+        self._open: dict[tuple[str, str], set[str]] = {}  # (owner, context) -> open boundary ids
         self._lock = asyncio.Lock()
+
+    def _index(self, record: dict[str, Any]) -> None:
+        boundary = str(record["boundaryId"])
+        self._records[boundary] = record
+        self._by_task.setdefault(str(record.get("taskId")), set()).add(boundary)
+        key = (str(record.get("owner")), str(record.get("contextId")))
+        if is_open(record):
+            self._open.setdefault(key, set()).add(boundary)
+        elif boundary in self._open.get(key, ()):
+            self._open[key].discard(boundary)
+            if not self._open[key]:
+                del self._open[key]
 
     def open(self, now: float | None = None) -> int:
         """Load every boundary; forget resolved and cancelled ones older than :data:`RETAIN_SECONDS`."""
@@ -144,18 +158,17 @@ class LocalPermissionWaits(PermissionWaitRecords):
             if not is_open(record) and now - float(record.get("updatedAt") or 0) > RETAIN_SECONDS:
                 path.unlink(missing_ok=True)
                 continue
-            self._records[path.stem] = record
+            self._index(record)
         return len(self._records)
 
     def all(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(r) for r in self._records.values()]
 
     async def of_task(self, task_id: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(r) for r in self._records.values() if r.get("taskId") == task_id]
+        return [copy.deepcopy(self._records[b]) for b in sorted(self._by_task.get(task_id, ()))]
 
     async def open_in_context(self, owner: str, context_id: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(r) for r in self._records.values()
-                if r.get("owner") == owner and r.get("contextId") == context_id and is_open(r)]
+        return [copy.deepcopy(self._records[b]) for b in sorted(self._open.get((owner, context_id), ()))]
 
     async def write(self, record: dict[str, Any], expected_generation: int | None) -> bool:
         async with self._lock:
@@ -174,7 +187,7 @@ class LocalPermissionWaits(PermissionWaitRecords):
                     atomic_write(directory / f"{boundary}.json", data)
 
                 await asyncio.to_thread(put)
-            self._records[boundary] = stored
+            self._index(stored)
             return True
 
 

@@ -497,8 +497,8 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
         stored = await self.task_store.get(message.task_id, context)  # the caller's task only
         if stored is None:
             return None
-        if waiting is None and self.engine.running(message.task_id) is None:
-            waiting = awaited_answer(stored)  # paused on another node, or its wait is suspended
+        if waiting is None and (self.engine.running(message.task_id) is None or self._waits is not None):
+            waiting = awaited_answer(stored)  # paused on another node, or its wait is (being) suspended
         if waiting is None:
             return None
         text = message_text(message) if message.role == Role.ROLE_USER else None
