@@ -300,8 +300,15 @@ class PermissionRecovery:
         if self._waits is None:
             return
         for record in await self._waits.open_in_context(resolve_user_scope(context), context_id):
-            if record.get("phase") != RESTORING:  # a resuming turn holds the context: "already working"
-                raise pending_error(str(record["taskId"]), self._language(params, context))
+            if record.get("phase") == RESTORING:  # a resuming turn holds the context: "already working"
+                continue
+            task = await self.task_store.get(str(record["taskId"]), context)
+            awaited = awaited_answer(task) if task is not None else None
+            if awaited is None or awaited.input_id != record.get("inputId"):
+                # its task went on without it (a crash between the checkpoint and the question): forget it
+                await self._waits.move(record, CANCELED)
+                continue
+            raise pending_error(str(record["taskId"]), self._language(params, context))
 
     async def _cancel_suspended(self, task: Task, context: ServerCallContext) -> Task:
         """CancelTask of a task whose permission wait is suspended: its checkpoint ``CANCELED``, the task CANCELED."""
