@@ -299,9 +299,10 @@ class PermissionRecovery:
         """A new message in a context whose task waits on a suspended permission: how to answer it (-32602)."""
         if self._waits is None:
             return
-        for record in await self._waits.open_in_context(resolve_user_scope(context), context_id):
-            if record.get("phase") == RESTORING:  # a resuming turn holds the context: "already working"
-                continue
+        owner = resolve_user_scope(context)
+        for record in await self._waits.open_in_context(owner, context_id):
+            if record.get("phase") == RESTORING or await self._held(owner, record):
+                continue  # its turn holds the context: the reservation refuses the message (and says why)
             task = await self.task_store.get(str(record["taskId"]), context)
             awaited = awaited_answer(task) if task is not None else None
             if awaited is None or awaited.input_id != record.get("inputId"):
