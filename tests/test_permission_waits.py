@@ -378,6 +378,19 @@ async def test_recovered_answers_are_checked_against_the_checkpoint(workspace: P
         assert phases == ["CANCELED", "RESOLVED"]
 
 
+async def test_cancelling_a_live_wait_cancels_its_checkpoint(workspace: Path) -> None:
+    async with start_server() as server, connect_client(server, streaming=False, timeout=SECONDS) as client:
+        paused = await _paused(client, "ctx-live-cancel")
+        assert [b["phase"] for b in _boundaries(server.kernel.state_dir)] == ["WAITING"]
+        canceled = await asyncio.wait_for(client.cancel_task(CancelTaskRequest(id=paused.id)), SECONDS)
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        assert [b["phase"] for b in _boundaries(server.kernel.state_dir)] == ["CANCELED"]
+        assert await _refused(client, _answer(_envelope(paused), message_id="late")) == \
+            INVALID + "suspended permission is unavailable."
+        follow = await _task(client, _message(Part(text="hello"), message_id="m-after", context_id=paused.context_id))
+        assert follow.status.state == INPUT_REQUIRED
+
+
 async def test_two_answers_at_once_resume_the_turn_once(workspace: Path) -> None:
     async with start_server(SUSPEND_FAST) as server, \
             connect_client(server, streaming=False, timeout=SECONDS) as client, \
