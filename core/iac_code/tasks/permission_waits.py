@@ -59,12 +59,10 @@ WAITING_WAIT = {"status": "waiting", "resumable": True}
 
 _INVALID = "permission_resume_invalid: "
 UNAVAILABLE = _INVALID + "suspended permission is unavailable."
-CHECKPOINT_UNAVAILABLE = _INVALID + "permission checkpoint is unavailable."
 CONFLICTS_CHECKPOINT = _INVALID + "permission response conflicts with checkpoint."
 CONFLICTS_RECEIPT = _INVALID + "permission decision conflicts with receipt."
 CONFLICTS_RECOVERY = _INVALID + "permission decision conflicts with active recovery."
 REQUEST_CHANGED = _INVALID + "canonical permission request changed."
-GENERATION_CHANGED = _INVALID + "permission generation changed"
 CONTEXT_CHANGED = _INVALID + "permission_task_context_changed"
 OWNER_CHANGED = _INVALID + "permission_task_owner_changed"
 LEGACY_IDENTITY = _INVALID + "legacy_permission_identity"
