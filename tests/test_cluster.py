@@ -4,7 +4,8 @@ Each node is ``iac-code a2a`` as its own process with its own persistence
 directory, configured as a new user would (default runtime, default permission
 rules) plus the three shared-state keys. Traffic goes round robin; permission
 answers, cancels, subscriptions and follow-ups cross nodes; one node is killed
-with SIGKILL while its turns wait for answers.
+with SIGKILL while its turns wait for answers (their waits are durable: a survivor
+suspends them, and an answer sent to another node resumes the turn there).
 """
 
 from __future__ import annotations
@@ -326,30 +327,37 @@ async def test_a_node_killed_mid_turn(tmp_path: Path) -> None:
         stop.set()
         await asyncio.gather(*workers)
 
-        async def interrupted() -> bool:
+        async def suspended() -> bool:
             for task in on_victim:
                 seen = (await rpc(http, survivor, method("GetTask", id=task["id"])))["result"]
-                if seen["status"]["state"] != "TASK_STATE_FAILED":
+                if seen["metadata"]["iac_code"].get("permissionWait", {}).get("status") != "suspended":
                     return False
             return True
 
-        await until(interrupted, LEASE_SECONDS * 6)
+        await until(suspended, LEASE_SECONDS * 6)
         for task in on_victim:
             for node in (survivor, other):
                 seen = (await rpc(http, node, method("GetTask", id=task["id"])))["result"]
-                assert seen["status"]["state"] == "TASK_STATE_FAILED"
-                assert seen["status"]["message"]["parts"][0]["text"].startswith("Task interrupted")
-                assert seen["metadata"]["iac_code"]["interrupted"] is True
-        # Resuming after the pause: exactly one more event, the interruption a survivor wrote.
+                assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                assert seen["metadata"]["iac_code"]["permissionWait"] == {"status": "suspended", "resumable": True}
+                assert permission_envelope(seen) == permission_envelope(task)
+        # Resuming the stream after the pause: exactly one more event, the suspension a survivor wrote.
         after = await sse(http, other, method("SubscribeToTask", id=on_victim[0]["id"]),
                           {"Last-Event-ID": before[-1]["_id"]})
         assert len(after) == 1 and int(after[0]["_id"]) > int(before[-1]["_id"])
-        assert payload(after[0])["status"]["state"] == "TASK_STATE_FAILED"
-        # A late answer to an interrupted turn is refused; the dead node's contexts serve new turns.
+        assert payload(after[0])["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        # A late answer, sent to another node, resumes the dead node's turn there (since-0.13 §4.3).
         envelope = permission_envelope(on_victim[1])
         assert envelope is not None
         late = await rpc(http, other, permission_answer_body(envelope, message_id="late"))
-        assert late["error"]["code"] == -32602
+        resumed = late["result"]["task"]
+        assert resumed["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", late
+        assert resumed["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
+        acks = [p["data"] for m in resumed["history"] for p in m["parts"]
+                if p.get("data", {}).get("kind") == "permission_ack"]
+        assert [(a["inputId"], a["decision"]) for a in acks] == [(envelope["inputId"], "allow_once")]
+        repeated = await rpc(http, survivor, permission_answer_body(envelope, message_id="late-again"))
+        assert repeated["result"]["message"]["parts"][0]["data"]["duplicate"] is True
         again = await rpc(http, other, send_message_body(PROMPT, message_id="v-again", contextId="dead-1"))
         assert "result" in again, again
         # The survivor's own turn is untouched and is answered through the third node.
@@ -372,13 +380,14 @@ async def test_a_node_killed_mid_turn(tmp_path: Path) -> None:
                 state == "TASK_STATE_FAILED" and listed[task["id"]]["metadata"]["iac_code"]["interrupted"])
         assert not [t for t in listed.values()
                     if t["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED")]
-        # A node stopped cleanly marks its own paused turn interrupted before it leaves: no lease wait.
+        # A node stopped cleanly suspends its own paused turn before it leaves: no lease wait.
         last = (await rpc(http, survivor, send_message_body(PROMPT, message_id="s-1", contextId="stopping")
                           ))["result"]["task"]
         survivor.proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(survivor.proc.wait(), 30)
         seen = (await rpc(http, other, method("GetTask", id=last["id"])))["result"]
-        assert seen["status"]["state"] == "TASK_STATE_FAILED" and seen["metadata"]["iac_code"]["interrupted"]
+        assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert seen["metadata"]["iac_code"]["permissionWait"] == {"status": "suspended", "resumable": True}
 
 
 async def test_redis_down_is_a_clear_error_and_acknowledged_state_survives_it(tmp_path: Path, caplog: Any) -> None:

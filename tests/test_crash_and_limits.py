@@ -1,4 +1,5 @@
-"""A crash during a permission wait, crash leftovers, the permission timeout and the per-caller turn limit."""
+"""A restart during a permission wait a runtime cannot resume, crash leftovers, the permission timeout and the
+per-caller turn limit."""
 
 from __future__ import annotations
 
@@ -61,16 +62,21 @@ async def server_process(state: Path, workspace: Path,
             await asyncio.wait_for(proc.wait(), 30)
 
 
-async def test_a_permission_wait_cut_by_a_crash_comes_back_interrupted(tmp_path: Path) -> None:
-    state, workspace = tmp_path / "state", tmp_path / "work"
-    workspace.mkdir()
+async def test_a_wait_of_a_runtime_that_cannot_resume_comes_back_interrupted(tmp_path: Path) -> None:
+    """A runtime without ``resume_turn`` keeps the old behaviour: its wait lives only with its process, and
+    after a restart the task is FAILED "Task interrupted" (the default runtimes' waits are durable:
+    tests/test_permission_waits.py)."""
+    state = tmp_path / "state"
+    settings = {"agent-runtime": "tools", "persistence-dir": str(state)}
+    plugin = ToolPlugin()
     async with aiohttp.ClientSession() as http:
-        async with server_process(state, workspace) as (proc, url):
-            paused = (await rpc(http, url, send_message_body("Create a VPC with two vSwitches.")))["result"]["task"]
+        async with start_server(settings, extra_plugins={"tools": plugin}) as server:
+            paused = (await rpc(http, server.url, send_message_body("deploy")))["result"]["task"]
             envelope = paused["metadata"]["iac_code"]["input"]
-            proc.kill()  # kill -9 the moment the pause is acknowledged, while the turn waits for its answer
-            await proc.wait()
-        async with server_process(state, workspace) as (_, url):
+            assert "permissionWait" not in paused["metadata"]["iac_code"]
+        assert not list((state / "permission-waits").glob("*.json"))  # nothing checkpointed
+        async with start_server(settings, extra_plugins={"tools": plugin}) as server:
+            url = server.url
             task = (await rpc(http, url, {"jsonrpc": "2.0", "id": 1, "method": "GetTask",
                                           "params": {"id": paused["id"]}}))["result"]
             assert task["status"]["state"] == "TASK_STATE_FAILED"
@@ -83,7 +89,7 @@ async def test_a_permission_wait_cut_by_a_crash_comes_back_interrupted(tmp_path:
             assert cancel["error"]["code"] == -32002
             again = (await rpc(http, url, send_message_body("hello", message_id="m-2")))["result"]["task"]
             assert again["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"  # the server works on
-    assert not (workspace / "template.ros.yaml").exists()
+    assert plugin.runtime.decisions == []
 
 
 async def test_crash_leftovers_are_swept_from_every_store(tmp_path: Path) -> None:

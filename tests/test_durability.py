@@ -4,7 +4,8 @@ The server runs as its own process with the default configuration (the
 built-in iac-code runtime, persistence on). Clients send blocking and streaming
 messages in new contexts: ``hello`` ends its turn in INPUT_REQUIRED, the VPC
 request pauses for a permission answer. Once enough responses have arrived the
-server is killed with SIGKILL mid-load and started again on the same state.
+server is killed with SIGKILL mid-load and started again on the same state: every paused
+task is still waiting for its answer (its permission wait suspended, since-0.13 §4).
 """
 
 from __future__ import annotations
@@ -105,9 +106,11 @@ async def test_every_acknowledged_task_survives_kill_9(tmp_path: Path) -> None:
                     assert now not in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), f"task {task_id} stuck"
                     if told in STOPS and not paused:
                         assert now == told, f"task {task_id}: told {told}, restarted as {now}"
-                    elif paused:  # the wait for its answer died with the process
-                        assert now == "TASK_STATE_FAILED", f"task {task_id}: paused, restarted as {now}"
-                        assert reply["result"]["metadata"]["iac_code"]["interrupted"] is True
+                    elif paused:  # a durable permission wait: still asking, its wait suspended
+                        assert now == "TASK_STATE_INPUT_REQUIRED", f"task {task_id}: paused, restarted as {now}"
+                        iac_code = reply["result"]["metadata"]["iac_code"]
+                        assert iac_code["permissionWait"] == {"status": "suspended", "resumable": True}
+                        assert iac_code["input"]["requestTaskId"] == task_id
                     # told SUBMITTED/WORKING: any later state, or FAILED "Task interrupted"
     assert not [p for p in state.rglob("*.tmp")]
 

@@ -121,10 +121,12 @@ async def test_a_text_part_answers_like_the_data_part(binding: str, workspace: P
         assert _envelope(final) is None  # the turn went on to its end
         assert _acks(final) == ["allow_once"]
         assert (workspace / "template.ros.yaml").exists()
-        # answered: the same answer again finds nothing pending
-        again = await _refused(client, _message(_text_part(_payload(envelope)), message_id="m-again",
-                                                task_id=paused.id, context_id=paused.context_id))
-        assert again == "permission_resume_invalid: pending permission is not active."
+        # answered: the same answer again gets only its acknowledgement, marked duplicate (since-0.13 §4.3)
+        [again] = await _all(client, _message(_text_part(_payload(envelope)), message_id="m-again",
+                                              task_id=paused.id, context_id=paused.context_id))
+        assert again.WhichOneof("payload") == "message"
+        ack = MessageToDict(again.message.parts[0].data)
+        assert ack["kind"] == "permission_ack" and ack["duplicate"] is True and ack["decision"] == "allow_once"
 
 
 @pytest.mark.parametrize("binding", BINDINGS[:2])

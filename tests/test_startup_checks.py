@@ -328,7 +328,7 @@ async def test_a_port_in_use_stops_the_start_before_state_is_restored(tmp_path: 
     state = Path(mine["IAC_CODE_CONFIG_DIR"]) / "a2a"
     async with _server(mine, "--port", "0") as (url, _):
         task_id = await _paused_task(url, workspace)
-    before = _snapshot(state)  # a paused task a restore would mark interrupted
+    before = _snapshot(state)  # a paused task a restore would mark suspended (its checkpoint too)
     port = _free_port()
     async with _server(other, "--port", str(port)):
         code, _, err = await run("a2a", "--port", str(port), env=mine)
@@ -337,7 +337,10 @@ async def test_a_port_in_use_stops_the_start_before_state_is_restored(tmp_path: 
     (line,) = _errors(err)
     assert "Transport 'http'" in line and str(port) in line and "address already in use" in line
     async with _server(mine, "--port", "0") as (url, _):  # the directory is free again once it failed
-        assert await _task_state(url, task_id) == "TASK_STATE_FAILED"
+        got = await _rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}})
+        assert got["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert got["result"]["metadata"]["iac_code"]["permissionWait"] == {"status": "suspended", "resumable": True}
+    assert _snapshot(state) != before  # restored this time
 
 
 async def test_an_embedded_kernel_holds_the_lock_while_it_runs(tmp_path: Path) -> None:

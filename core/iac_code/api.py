@@ -37,6 +37,7 @@ from iac_code.agents.runtime import (
     ModelWriter,
     PermissionRequest,
     Progress,
+    ResumableRuntime,
     RuntimeEvent,
     TextDelta,
     Thinking,
@@ -53,7 +54,15 @@ from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolO
 from iac_code.base import jsonio, tracing
 from iac_code.base.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.base.background import spawn
-from iac_code.base.cluster import ControlHandler, Lease, NodeLink, NodeUnavailableError, StateBackend, task_scope
+from iac_code.base.cluster import (
+    ControlHandler,
+    Lease,
+    NodeLink,
+    NodeUnavailableError,
+    PermissionWaitRecords,
+    StateBackend,
+    task_scope,
+)
 from iac_code.base.config import AUTH_ENV, DEFAULT_API_KEY_HEADER, in_conflict, read_config_file, without_effect
 from iac_code.base.errors import ConfigProblems, StartupError
 from iac_code.base.hookspecs import ENTRY_POINT_GROUP, hookimpl
@@ -261,6 +270,7 @@ __all__ = [
     "PartDecoderSpec",
     "Permission",
     "PermissionRequest",
+    "PermissionWaitRecords",
     "PipelineServices",
     "PipelineSpec",
     "PluginContext",
@@ -279,6 +289,7 @@ __all__ = [
     "PushServiceSpec",
     "QueueContext",
     "RateLimitedLog",
+    "ResumableRuntime",
     "Route",
     "RouteCandidate",
     "RouteQuery",

@@ -135,6 +135,11 @@ class PermissionRequest:
     the question itself (a pipeline's ``permission_requested``) knows it beforehand.
     With ``allowed`` the kernel also sets ``decided_by``: ``rule``,
     ``auto-approve``, ``interactive`` or ``timeout``.
+
+    ``continuation``: a JSON object a runtime with ``resume_turn`` (:class:`ResumableRuntime`) sets
+    to make the wait durable: the kernel writes it into the permission checkpoint before the
+    question is published, and after a restart (or a suspension) hands it back to ``resume_turn``
+    with the answer. ``None`` (the default): the wait lives only as long as the process and its turn.
     """
 
     tool_use_id: str
@@ -147,6 +152,7 @@ class PermissionRequest:
     decided_by: str = ""
     api_calls: tuple[ApiCall, ...] = ()
     display_parameters: tuple[str, ...] | None = None
+    continuation: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,7 @@ class AgentRuntime(Protocol):
         """Run one turn and stream its events."""
         ...
 
+    # Optional: ``resume_turn(turn, frame)``, see :class:`ResumableRuntime`.
     # Optional: ``readiness() -> Mapping`` with ``ready``, ``source``, ``provider``, ``providerDisplay``,
     # ``model`` and ``missing`` (a subset of partner_configuration, provider, model, api_key, configuration):
     # whether the runtime's model is configured, from configuration only (no network call, never a secret).
@@ -247,4 +254,34 @@ class ModelWriter(Protocol):
                     metadata: Mapping[str, Any] | None = None) -> Written:
         """The model's answer to ``prompt`` under ``instructions`` (its system message); ``metadata`` is the
         request's ``metadata.iac_code`` (a per-request model or key). Raises when the model cannot answer."""
+        ...
+
+
+class ResumableRuntime(Protocol):
+    """An agent runtime whose permission waits survive a restart (since-0.13 §4): an optional capability.
+
+    Such a runtime sets :attr:`PermissionRequest.continuation` on the permission requests it can
+    resume: a JSON object (the "continuation frame") with what it needs to redo exactly that tool
+    call and the rest of the turn without repeating earlier side effects. The kernel writes the
+    frame into a durable checkpoint before it publishes the question. When the answer comes after
+    the live turn is gone (a restart, a suspended wait), the kernel restores the context's session
+    as it was at the question and calls :meth:`resume_turn`.
+
+    A runtime without ``resume_turn`` (or a request without ``continuation``) keeps the old
+    behaviour: the wait lives in memory, ``permission-timeout`` denies it, and a restart marks the
+    task FAILED "Task interrupted".
+    """
+
+    name: str
+
+    def resume_turn(self, turn: TurnRequest, frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
+        """Go on with the turn paused at the permission request ``frame`` describes.
+
+        The first event must be the :class:`PermissionRequest` of that same call (same tool, tool
+        use id and input: the kernel compares its digest with the checkpoint's and refuses the answer
+        with ``permission_resume_invalid: canonical permission request changed.`` otherwise). The
+        kernel sets its ``allowed`` from the recovered answer (the runtime runs the tool, or gives
+        it the denial result), then translates every later event as in ``run_turn``: the rest of
+        the turn, which may ask further permissions.
+        """
         ...

@@ -100,25 +100,34 @@ class ToolCall:
 
 
 async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
-                   announced: bool = False) -> AsyncIterator[RuntimeEvent]:
+                   announced: bool = False, resumed: bool = False,
+                   continuation: dict[str, Any] | None = None) -> AsyncIterator[RuntimeEvent]:
     """Emit the lifecycle of one tool call; ``call.outcome`` holds the result afterwards.
 
     ``announced``: the runtime already emitted ``ToolStarted`` and the input deltas as
     the input arrived (a model streaming a call's arguments); the lifecycle goes on from
-    ``ToolInputComplete``.
+    ``ToolInputComplete``. ``resumed``: the call paused for its permission before a restart
+    (:class:`~iac_code.agents.runtime.ResumableRuntime`): its started and input events were
+    published then, so the lifecycle starts at the :class:`PermissionRequest`, which is always
+    asked (the kernel answers it from the recovered decision). ``continuation``: the frame to
+    set on the call's permission request (it makes the wait durable).
     """
-    if not announced:
+    if not announced and not resumed:
         yield ToolStarted(call.tool_use_id, call.name)
         encoded = json.dumps(dict(call.input), ensure_ascii=False)
         for start in range(0, len(encoded), INPUT_CHUNK):
             yield ToolInputDelta(call.tool_use_id, call.name, encoded[start:start + INPUT_CHUNK])
-    yield ToolInputComplete(call.tool_use_id, call.name, call.input)
+    if not resumed:
+        yield ToolInputComplete(call.tool_use_id, call.name, call.input)
     needs = tool.permission(call.input, context)
+    if needs is None and resumed:
+        needs = Permission(is_read_only=None)
     if needs is not None:
         request = PermissionRequest(call.tool_use_id, call.name, call.input, is_read_only=needs.is_read_only,
                                     operation=dict(needs.operation), api_calls=tuple(needs.api_calls),
                                     display_parameters=(tuple(needs.display_parameters)
-                                                        if needs.display_parameters is not None else None))
+                                                        if needs.display_parameters is not None else None),
+                                    continuation=continuation)
         yield request
         call.allowed = bool(request.allowed)
         if not call.allowed:

@@ -112,10 +112,35 @@ class NodeLink(ABC):
         """The task's logged events after version ``after``, then the live ones (pushed, not polled)."""
 
 
+class PermissionWaitRecords(ABC):
+    """Where durable permission-wait checkpoints live (``<persistence-dir>/permission-waits`` or a shared backend).
+
+    A record is a JSON object with at least ``boundaryId``, ``taskId``, ``owner``, ``contextId``,
+    ``phase`` and ``generation`` (an int that grows with every write); the kernel owns its other fields
+    (:mod:`iac_code.tasks.permission_waits`). Writes are compare-and-set on the generation, so two
+    nodes (or two answers) can never both move one checkpoint on.
+    """
+
+    @abstractmethod
+    async def of_task(self, task_id: str) -> list[dict[str, Any]]:
+        """Every checkpoint of ``task_id`` (any phase)."""
+
+    @abstractmethod
+    async def open_in_context(self, owner: str, context_id: str) -> list[dict[str, Any]]:
+        """The caller's checkpoints in ``context_id`` that are not ``RESOLVED`` or ``CANCELED``."""
+
+    @abstractmethod
+    async def write(self, record: dict[str, Any], expected_generation: int | None) -> bool:
+        """Store ``record`` if the stored one still has ``expected_generation`` (``None``: there is none yet);
+        ``False`` when it changed meanwhile. Durable when it returns ``True``."""
+
+
 @dataclass
 class StateBackend:
-    """What ``task-store: <name>`` provides: the shared task store, the node link and the push-config records."""
+    """What ``task-store: <name>`` provides: the shared task store, the node link, the push-config records and
+    (optionally) the permission-wait checkpoints, so an answer resumes a suspended wait on any node."""
 
     task_store: TaskStore
     link: NodeLink
     push_configs: PushConfigRecords | None = None
+    permission_waits: PermissionWaitRecords | None = None

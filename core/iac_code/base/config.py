@@ -81,6 +81,61 @@ class PermissionRulesConfig(BaseModel):
     deny: list[str] = Field(default_factory=list)
 
 
+PERMISSION_WAIT_KEYS = ("resident_timeout_seconds", "sub_pipeline_timeout_seconds", "timeout_grace_seconds")
+DEFAULT_TIMEOUT_GRACE = 30.0
+
+
+class PermissionWaitConfig(BaseModel):
+    """``permission-wait``: how long a durable permission wait stays live (since-0.13 §4.1).
+
+    ``resident_timeout_seconds`` (``None``: forever) is how long a resumable question keeps its turn
+    alive before it is suspended (the turn ends, the task stays INPUT_REQUIRED and the answer resumes it
+    later); when it is not written, ``permission-timeout`` gives it (``0``: forever). An answer still wins
+    ``timeout_grace_seconds`` after that deadline. ``sub_pipeline_timeout_seconds`` is validated and
+    kept: no installed pipeline asks sub-pipeline (candidate) permissions.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    resident_timeout_seconds: float | None = None
+    sub_pipeline_timeout_seconds: float | None = None
+    timeout_grace_seconds: float | None = DEFAULT_TIMEOUT_GRACE
+
+    @property
+    def grace(self) -> float:
+        """The grace window in seconds (``null`` written: the default 30)."""
+        return DEFAULT_TIMEOUT_GRACE if self.timeout_grace_seconds is None else self.timeout_grace_seconds
+
+    def resident(self, permission_timeout: float) -> float | None:
+        """The resident timeout in force: the written one, else ``permission-timeout`` (``0``: none)."""
+        if "resident_timeout_seconds" in self.model_fields_set:
+            return self.resident_timeout_seconds
+        return permission_timeout or None
+
+
+def parse_permission_wait(value: Any) -> Any:
+    """Check ``permission-wait`` with the since-0.13 §4.1 texts (our key spelling); returns the checked mapping."""
+    if value is None or isinstance(value, PermissionWaitConfig):
+        return value if value is not None else {}
+    if not isinstance(value, dict):
+        raise ValueError("permission-wait must be an object.")
+    unknown = sorted(str(k).replace("_", "-") for k in value if k not in PERMISSION_WAIT_KEYS)
+    if unknown:
+        raise ValueError(f"Unknown permission-wait fields: {', '.join(unknown)}.")
+    for key, item in value.items():
+        name = f"permission-wait.{key.replace('_', '-')}"
+        if item is None:
+            continue
+        if isinstance(item, bool) or not isinstance(item, int | float) or item != item or item in (
+                float("inf"), float("-inf")):
+            raise ValueError(f"{name} must be null or a finite number.")
+        if key == "timeout_grace_seconds" and item < 0:
+            raise ValueError(f"{name} must be null or a finite non-negative number.")
+        if key != "timeout_grace_seconds" and item <= 0:
+            raise ValueError(f"{name} must be null or a finite positive number.")
+    return value
+
+
 THINKING_TYPES = {"tool-trace": "tool_trace", "raw-thinking": "raw_thinking"}
 THINKING_OFF = frozenset({"none", "off", "false", "0", ""})
 THINKING_SUPPORTED = "Supported values: raw-thinking, tool-trace."
@@ -166,7 +221,12 @@ class ServerConfig(BaseModel):
     permission_rules: PermissionRulesConfig = Field(default_factory=PermissionRulesConfig,
                                                     description="allow/deny rules decided without asking.")
     permission_timeout: float = Field(
-        900.0, ge=0, description="Seconds a permission question waits for its answer before it is denied (0: forever).")
+        900.0, ge=0, description="Seconds a permission question waits for its answer before it is denied (0: forever); "
+        "a resumable one is suspended instead, unless permission-wait.resident-timeout-seconds is written.")
+    permission_wait: PermissionWaitConfig = Field(
+        default_factory=PermissionWaitConfig,
+        description="Durable permission waits: resident-timeout-seconds, sub-pipeline-timeout-seconds, "
+                    "timeout-grace-seconds (see Permissions).")
     max_active_turns_per_caller: int = Field(
         100, ge=0, description="Turns one caller may have running or paused at once (0: no limit).")
     context_cache_size: int = Field(
@@ -208,6 +268,11 @@ class ServerConfig(BaseModel):
                 raise ValueError("transport names must be non-empty strings")
             return [v.strip() for v in value]
         return value
+
+    @field_validator("permission_wait", mode="before")
+    @classmethod
+    def _check_permission_wait(cls, value: Any) -> Any:
+        return parse_permission_wait(value)
 
     @field_validator("thinking_exposure")
     @classmethod

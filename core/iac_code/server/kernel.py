@@ -31,6 +31,7 @@ from iac_code.tasks.executor import RuntimeExecutor
 from iac_code.tasks.inputs import InputDecoder
 from iac_code.tasks.llm_headers import LlmHeaderStore
 from iac_code.base.instrumentation import Activity
+from iac_code.tasks.permission_waits import LocalPermissionWaits, PermissionWaits, default_directory
 from iac_code.tasks.permissions import AuditLog, PermissionBroker, PermissionPolicy
 from iac_code.agents.runtime import AgentRuntime
 from iac_code.tasks.run_modes import ModeRouter
@@ -137,6 +138,7 @@ class Kernel:
         from iac_code.security import workspace
         workspace.protect(self, workspace.ProtectedPaths.of(config))
         self.permissions = PermissionBroker()
+        self.permission_waits = self._permission_waits()
         self.llm_headers = LlmHeaderStore()  # each context's LLM-provider headers (memory only)
         # Features that hold turns at their safe points and may refuse new ones (execution control).
         self.turn_gates = TurnGates([p.record.create(self) for p in plugins.turn_gates()])
@@ -160,6 +162,15 @@ class Kernel:
         if name not in backends:
             raise StartupError(not_available("Task store", name, ["local", *backends], KNOWN_TASK_STORES))
         return backends[name].record.create(self)
+
+    def _permission_waits(self) -> PermissionWaits:
+        """Durable permission waits: checkpoints in the shared backend when it keeps them, else in
+        ``<persistence-dir>/permission-waits`` (read at start-up)."""
+        shared = self.backend.permission_waits if self.backend is not None else None
+        records = shared if shared is not None else LocalPermissionWaits(default_directory(self.state_dir))
+        wait = self.config.permission_wait
+        return PermissionWaits(records, resident=wait.resident(self.config.permission_timeout), grace=wait.grace,
+                               node_id=self.link.node_id if self.link is not None else "")
 
     def _push_service(self) -> PushService | None:
         """The push service of the push plugin (``None`` when none is installed), built but not started."""
@@ -247,6 +258,7 @@ class Kernel:
             contexts=self.contexts if isinstance(self.executor, RuntimeExecutor) else None,
             permissions=self.permissions if isinstance(self.executor, RuntimeExecutor) else None,
             llm_headers=self.llm_headers if isinstance(self.executor, RuntimeExecutor) else None,
+            waits=self.permission_waits if isinstance(self.executor, RuntimeExecutor) else None,
             max_active_turns_per_caller=self.config.max_active_turns_per_caller,
             link=self.link,
             gates=self.turn_gates if isinstance(self.executor, RuntimeExecutor) else None,
@@ -278,7 +290,7 @@ class Kernel:
             llm_headers=self.llm_headers,
             broker=self.permissions, audit=AuditLog(self.config.resolved_audit_log()),
             exposure=self.config.thinking_types, permission_timeout=self.config.permission_timeout or None,
-            inline_bytes=self.config.artifact_inline_bytes, gates=self.turn_gates)
+            inline_bytes=self.config.artifact_inline_bytes, gates=self.turn_gates, waits=self.permission_waits)
         return executor, InputDecoder(self.plugins.part_decoders())
 
     def _with_pipelines(self, chat: AgentRuntime) -> AgentRuntime:
@@ -406,6 +418,11 @@ class Kernel:
         restored = self.task_store.restore()
         if restored:
             logger.info("Restored %d task snapshot(s)", restored)
+        local_waits = self.permission_waits.local
+        if local_waits is not None and local_waits.open():
+            suspended = await self.permission_waits.reconcile()  # their turns died with the last process
+            if suspended:
+                logger.info("Suspended %d permission wait(s) the last process left waiting", suspended)
         self.contexts.start()
 
     async def _start_push(self) -> None:

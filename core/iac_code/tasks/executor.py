@@ -8,8 +8,10 @@ a2a-sdk task events. A turn of an iac-code runtime ends in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -35,6 +37,23 @@ from iac_code.tasks.gating import TurnGates
 from iac_code.language.i18n import translator
 from iac_code.tasks.inputs import TurnInput
 from iac_code.tasks.llm_headers import LlmHeaderStore
+from iac_code.tasks.permission_waits import (
+    REQUEST_CHANGED,
+    RESOLVED,
+    SUSPENDED,
+    SUSPENDED_WAIT,
+    SUSPENDING,
+    TIMEOUT_GRACE,
+    UNAVAILABLE,
+    WAITING_WAIT,
+    PermissionWaits,
+    Resumption,
+    WaitSuspended,
+    invalid,
+    request_digest,
+    restore_session,
+    restored_turn,
+)
 from iac_code.tasks.permissions import (
     ALLOW_ONCE,
     DENY,
@@ -70,6 +89,7 @@ logger = logging.getLogger(__name__)
 
 INPUT_STATE_KEY = "iac_code.input"
 CONTEXT_STATE_KEY = "iac_code.context"
+RESUME_STATE_KEY = "iac_code.resume"  # a recovered permission answer: the turn resumes (permission_recovery)
 
 
 def agent_message(task_id: str, context_id: str, kind: str, text: str) -> Message:
@@ -123,8 +143,10 @@ class RuntimeExecutor(AgentExecutor):
                  policy: PermissionPolicy, broker: PermissionBroker, audit: AuditLog,
                  exposure: frozenset[str] = frozenset({"tool_trace"}),
                  permission_timeout: float | None = None, inline_bytes: int = 65536,
-                 llm_headers: LlmHeaderStore | None = None, gates: TurnGates | None = None) -> None:
+                 llm_headers: LlmHeaderStore | None = None, gates: TurnGates | None = None,
+                 waits: PermissionWaits | None = None) -> None:
         self._runtime = runtime
+        self.waits = waits  # durable permission waits (checkpoints), when the runtime can resume
         self.llm_headers = llm_headers if llm_headers is not None else LlmHeaderStore()
         self.gates = gates or TurnGates()  # iac_code_turn_gates: safe points, admission, status metadata
         self._inline_bytes = inline_bytes
@@ -160,6 +182,12 @@ class RuntimeExecutor(AgentExecutor):
             if gates:
                 started = True
                 await gates.safe_point(self._point(owner, context_id, task_id, TURN_STARTED, updater))
+            resumption: Resumption | None = state.pop(RESUME_STATE_KEY, None)
+            if resumption is not None and reserved is not None:  # a recovered permission answer
+                await self._resume(resumption, reserved, updater, context.call_context)
+                ending = {TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
+                          TaskState.TASK_STATE_FAILED: "failed"}.get(updater.last_state, "normal-turn-ended")
+                return
             await updater.update_status(TaskState.TASK_STATE_WORKING)
             turn_input: TurnInput | None = state.get(INPUT_STATE_KEY)
             t = translator(turn_input.language if turn_input is not None else None)
@@ -220,19 +248,19 @@ class RuntimeExecutor(AgentExecutor):
 
     async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
-        with tracing.tool_spans() as tool_spans:  # a span per tool call (tracing: true)
-            return await self._translate(turn, updater, call_context, tool_spans)
+        return await self._run_events(turn, updater, call_context, None, "")
 
     async def _translate(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
-                         tool_spans: Any) -> str | None:
+                         tool_spans: Any, events: Any = None, said: str = "") -> str | None:
+        """``events``: the runtime's events (default: a new ``run_turn``); ``said``: text of the turn before them."""
         task_id, context_id = turn.task_id, turn.context_id
-        chunks: list[str] = []
+        chunks: list[str] = [said] if said else []
         usage: Usage | None = None
         final: dict[str, Any] = {}  # Progress(final=True): merged into the turn's last status
         working = TaskState.TASK_STATE_WORKING
         gates = self.gates
         owner = resolve_user_scope(call_context) if gates else ""
-        async for event in self._runtime.run_turn(turn):
+        async for event in (events if events is not None else self._runtime.run_turn(turn)):
             if isinstance(event, Progress):
                 if event.final:
                     final.update(event.metadata)
@@ -263,7 +291,7 @@ class RuntimeExecutor(AgentExecutor):
             elif isinstance(event, PermissionRequest):
                 if gates:  # a safe point: before the question
                     await gates.safe_point(self._point(owner, context_id, task_id, PERMISSION, updater, event))
-                event.allowed = await self._permission(event, turn, updater, call_context)
+                event.allowed = await self._permission(event, turn, updater, call_context, "".join(chunks))
             elif isinstance(event, TurnFailed):
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
                 await updater.update_status(
@@ -332,8 +360,11 @@ class RuntimeExecutor(AgentExecutor):
         return data
 
     async def _permission(self, request: PermissionRequest, turn: TurnRequest, updater: TaskUpdater,
-                          call_context: ServerCallContext) -> bool:
-        """Decide one permission request: by policy, or by asking the caller (the turn pauses)."""
+                          call_context: ServerCallContext, said: str = "") -> bool:
+        """Decide one permission request: by policy, or by asking the caller (the turn pauses).
+
+        A resumable request (the runtime set ``continuation`` and has ``resume_turn``) writes its durable
+        checkpoint before the question is published, and may be suspended (:meth:`_durable_answer`)."""
         task_id, context_id = turn.task_id, turn.context_id
         owner = resolve_user_scope(call_context)
         decision = self.policy.decide(request)
@@ -345,17 +376,27 @@ class RuntimeExecutor(AgentExecutor):
                         "toolUseId": request.tool_use_id}
                 question = envelope(request, task_id=task_id, context_id=context_id, input_id=input_id,
                                     language=turn.language)
-                await updater.update_status(
-                    TaskState.TASK_STATE_INPUT_REQUIRED,
-                    agent_message(task_id, context_id, "permission", pause_text(request, question)),
-                    metadata={"iac_code": {"input": question, "permission": note}})
+                boundary = None
+                if self.waits is not None and request.continuation is not None and hasattr(
+                        self._runtime, "resume_turn"):  # durable before the question is published
+                    boundary = await self.waits.checkpoint(request, turn, input_id=input_id, owner=owner,
+                                                           text=said, runtime=getattr(self._runtime, "name", ""))
+                paused = {"input": question, "permission": note}
+                if boundary is not None:
+                    paused["permissionWait"] = dict(WAITING_WAIT)
+                pause = agent_message(task_id, context_id, "permission", pause_text(request, question))
+                await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, pause,
+                                            metadata={"iac_code": paused})
                 if self.gates:  # parked until the answer
                     self.gates.waiting(self._point(owner, context_id, task_id, "waiting", None, request), True)
-                try:
-                    decision = Decision(await asyncio.wait_for(answer, self._permission_timeout) == ALLOW_ONCE,
-                                        "interactive")
-                except TimeoutError:
-                    decision = Decision(False, "timeout")  # nobody answered: the request is denied
+                if boundary is not None:
+                    decision = await self._durable_answer(answer, boundary, turn, input_id, updater, pause, paused)
+                else:
+                    try:
+                        decision = Decision(await asyncio.wait_for(answer, self._permission_timeout) == ALLOW_ONCE,
+                                            "interactive")
+                    except TimeoutError:
+                        decision = Decision(False, "timeout")  # nobody answered: the request is denied
             finally:
                 if self.gates:
                     self.gates.waiting(self._point(owner, context_id, task_id, "waiting", None, request), False)
@@ -383,9 +424,123 @@ class RuntimeExecutor(AgentExecutor):
             await self.gates.safe_point(self._point(owner, context_id, task_id, PERMISSION_ANSWERED, updater, request))
         return allowed
 
+    async def _durable_answer(self, answer: asyncio.Future[str], boundary: dict[str, Any], turn: TurnRequest,
+                              input_id: str, updater: TaskUpdater, pause: Message,
+                              paused: dict[str, Any]) -> Decision:
+        """Wait for the answer to a checkpointed question through its phases (since-0.13 §4.2).
+
+        ``WAITING`` up to the resident deadline, then ``TIMEOUT_GRACE`` (an answer still wins), then
+        ``SUSPENDING``: live answers stop, the task is published INPUT_REQUIRED with ``permissionWait``
+        suspended, the boundary becomes ``SUSPENDED`` and :class:`WaitSuspended` ends the live turn.
+        An answer makes the boundary ``RESOLVED`` (with its decision) before it is acknowledged.
+        """
+        waits = self.waits
+        assert waits is not None
+        done, _ = await asyncio.wait({answer}, timeout=waits.resident)
+        if not done and waits.grace > 0:
+            boundary = await self._moved(boundary, TIMEOUT_GRACE)
+            done, _ = await asyncio.wait({answer}, timeout=waits.grace)
+        if not done:
+            self.broker.discard(turn.task_id, input_id)  # from here on an answer goes to the checkpoint
+            if not answer.done():
+                boundary = await self._moved(boundary, SUSPENDING)
+                again = Message()
+                again.CopyFrom(pause)
+                again.message_id = f"{turn.task_id}-permission-{uuid.uuid4().hex[:16]}"
+                await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, again, metadata={
+                    "iac_code": {**paused, "permissionWait": dict(SUSPENDED_WAIT)}})
+                await self._moved(boundary, SUSPENDED)
+                raise WaitSuspended(turn.task_id)
+        value = answer.result()
+        await self._moved(boundary, RESOLVED, decision=value)
+        return Decision(value == ALLOW_ONCE, "interactive")
+
+    async def _moved(self, boundary: dict[str, Any], phase: str, **changes: Any) -> dict[str, Any]:
+        """``boundary`` moved to ``phase``; when it changed meanwhile (a cancel) it is left as it is."""
+        assert self.waits is not None
+        moved = await self.waits.move(boundary, phase, **changes)
+        if moved is None:
+            logger.warning("Permission checkpoint of task %s changed meanwhile; not moved to %s",
+                           boundary.get("taskId"), phase)
+            return boundary
+        return moved
+
+    async def open_resume(self, record: dict[str, Any], reserved: ContextState, metadata: Mapping[str, Any],
+                          llm_headers: Mapping[str, str]) -> Resumption:
+        """Rebuild the turn of a claimed boundary and start the runtime's ``resume_turn`` up to its first event,
+        which must be the permission request of the paused call (checked against the checkpoint's digest).
+
+        Raises the ``-32602`` of an unavailable runtime or a changed request; the context's session is then
+        the boundary's (as it was at the question)."""
+        resume = getattr(self._runtime, "resume_turn", None)
+        frame = record.get("continuationFrame")
+        if resume is None or not isinstance(frame, dict):
+            raise invalid(UNAVAILABLE)
+        restore_session(reserved.session, record)
+        turn = restored_turn(record, history=tuple(reserved.history), session=reserved.session,
+                             metadata=metadata, llm_headers=llm_headers)
+        try:
+            events = resume(turn, frame)
+        except NotImplementedError:  # a router whose runtime for this turn cannot resume
+            raise invalid(UNAVAILABLE) from None
+        try:
+            first = await anext(events)
+        except StopAsyncIteration:
+            first = None
+        except Exception:
+            logger.exception("Agent runtime %r failed to resume task %s", getattr(self._runtime, "name", "?"),
+                             turn.task_id)
+            first = None
+        if not isinstance(first, PermissionRequest) or request_digest(first) != record.get("payloadDigest"):
+            closing = getattr(events, "aclose", None)
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    await closing()
+            raise invalid(REQUEST_CHANGED)
+        return Resumption(record, turn, first, events)
+
+    async def _resume(self, resumption: Resumption, reserved: ContextState, updater: TaskUpdater,
+                      call_context: ServerCallContext) -> None:
+        """Run a recovered answer (since-0.13 §4.3): ``permissionRecovered``, the boundary ``RESOLVED``, the audit,
+        ``inputReceived`` with ``recovered: true``, then the paused call and the rest of the turn."""
+        assert self.waits is not None
+        record, turn, request = resumption.record, resumption.turn, resumption.request
+        task_id, context_id = turn.task_id, turn.context_id
+        ids = {"inputId": str(record["inputId"]), "toolUseId": str(record["toolUseId"])}
+        await updater.update_status(TaskState.TASK_STATE_WORKING,
+                                    metadata={"iac_code": {"permissionRecovered": ids}})
+        resolved = await self.waits.move(record, RESOLVED)  # durable before it is acknowledged
+        decision = Decision(record.get("decision") == ALLOW_ONCE and resolved is not None, "interactive")
+        audit = audit_record(request, task_id=task_id, context_id=context_id, owner=str(record["owner"]),
+                             decision=decision, input_id=ids["inputId"])
+        recorded = await self._audit.append({**audit, "recovered": True})
+        allowed = decision.allow and recorded  # an allow that cannot be audited fails closed
+        effective = ALLOW_ONCE if allowed else DENY
+        ack = ack_message(task_id=task_id, context_id=context_id, input_id=ids["inputId"],
+                          tool_use_id=ids["toolUseId"], decision=effective)
+        await updater.update_status(TaskState.TASK_STATE_WORKING, ack, metadata={"iac_code": {"inputReceived": {
+            "kind": "permission", **ids, "decision": effective, "recovered": True, "duplicate": False}}})
+        request.allowed, request.decided_by = allowed, "interactive"
+        said = str(record.get("turn", {}).get("text") or "")
+        answer = await self._run_events(turn, updater, call_context, resumption.events, said)
+        if answer is not None:
+            reserved.history.append({"role": "user", "text": turn.prompt})
+            reserved.history.append({"role": "assistant", "text": answer})
+
+    async def _run_events(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
+                          events: Any, said: str) -> str | None:
+        """:meth:`_run` over ``events`` (``None``: a new ``run_turn``; else those of a resumed runtime, after ``said``)."""
+        with tracing.tool_spans() as tool_spans:  # a span per tool call (tracing: true)
+            try:
+                return await self._translate(turn, updater, call_context, tool_spans, events, said)
+            except WaitSuspended:  # the permission wait was suspended: the live turn ends here
+                return None
+
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
         context_id = context.context_id or ""
+        if self.waits is not None:
+            await self.waits.cancel_task(task_id)
         gates = self.gates
         updater = _Updater(event_queue, task_id, context_id, gates,
                            resolve_user_scope(context.call_context) if gates else "")

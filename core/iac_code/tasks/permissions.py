@@ -174,6 +174,11 @@ class PermissionBroker:
         """How many permission requests await an answer (the ``permission_waits`` gauge)."""
         return len(self._pending)
 
+    def waits_for(self, task_id: str, input_id: str) -> bool:
+        """Whether a live turn here waits for the answer naming ``input_id`` of ``task_id``."""
+        pending = self._pending.get((task_id, input_id))
+        return pending is not None and not pending.future.done()
+
     def pending_for(self, task_id: str) -> bool:
         return any(key[0] == task_id for key in self._pending)
 

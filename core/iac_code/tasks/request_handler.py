@@ -92,7 +92,10 @@ from iac_code.tasks.permissions import (
     text_decision,
 )
 from iac_code.tasks.llm_headers import LlmHeaderStore, take_llm_headers
+from iac_code.tasks.permission_recovery import PermissionRecovery
+from iac_code.tasks.permission_waits import PermissionWaits
 from iac_code.tasks.remote_turns import RemoteTurns
+from iac_code.tasks.task_store import is_suspended
 from iac_code.tasks.run_modes import durable_pipeline, pipeline_handed_off, pipeline_waiting_task
 from iac_code.tasks.task_events import replayed, resume_after, stamped_copy, version_number
 from iac_code.tasks.turns import (
@@ -221,7 +224,7 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
                          run_mode=run_mode, pipeline_name=pipeline, llm_headers=llm_headers)
 
 
-class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
+class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandler):
     """DefaultRequestHandler whose message, cancel and subscribe paths run on the turn engine."""
 
     def __init__(self, *args: Any, turn_ends_in_input_required: bool = False,
@@ -231,8 +234,10 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                  push_flushed: Callable[[str], Awaitable[None]] | None = None,
                  link: NodeLink | None = None, forward_timeout: float = 30.0,
                  llm_headers: LlmHeaderStore | None = None, gates: TurnGates | None = None,
+                 waits: PermissionWaits | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._waits = waits  # durable permission waits: answers that find a checkpoint (permission_recovery)
         self._llm_headers = llm_headers
         self._gates = gates or TurnGates()  # may refuse a new turn on a context (execution control's pause)
         self._link = link
@@ -297,6 +302,8 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                     message=f"Task {task_id} is in terminal state: {TaskState.Name(existing.status.state)}")
         if pipeline_mode:
             self._check_cleanup_only(params, context, context_id or "")
+        if context_id and self._waits is not None:
+            await self._refuse_beside_suspended(params, context, context_id)
         request = await self._request_context_builder.build(
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
@@ -492,13 +499,13 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         if broker is None or not message.task_id:
             return None
         waiting = broker.waiting_answer(message.task_id)
-        if waiting is None and self._link is None:
+        if waiting is None and self._link is None and self._waits is None:
             return None
         stored = await self.task_store.get(message.task_id, context)  # the caller's task only
         if stored is None:
             return None
-        if waiting is None and self.engine.running(message.task_id) is None:
-            waiting = awaited_answer(stored)  # paused on another node
+        if waiting is None and (self.engine.running(message.task_id) is None or self._waits is not None):
+            waiting = awaited_answer(stored)  # paused on another node, or its wait is (being) suspended
         if waiting is None:
             return None
         text = message_text(message) if message.role == Role.ROLE_USER else None
@@ -538,6 +545,11 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         immediately = params.configuration.return_immediately
         outcome: Awaitable[Task | Message]
         answer = self._permission_answer(params, context) or await self._text_answer(params, context)
+        recovery = await self._recovery(answer, context) if answer is not None else None
+        if answer is not None and recovery is not None:  # no live turn waits: its checkpoint takes the answer
+            result = await self._answer_recovery(recovery, answer, params, context, immediately)
+            await self._settle(result, context)
+            return apply_history_length(result, params.configuration) if isinstance(result, Task) else result
         if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
             result = await self._answer_elsewhere(answer, context, immediately)
             await self._settle(result, context)
@@ -569,6 +581,11 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         subscription = Subscription(ends_at_stop=self.turn_ends_in_input_required)
         snapshot: Task | None = None
         answer = self._permission_answer(params, context) or await self._text_answer(params, context)
+        recovery = await self._recovery(answer, context) if answer is not None else None
+        if answer is not None and recovery is not None:  # no live turn waits: its checkpoint takes the answer
+            async for event in self._stream_recovery(recovery, answer, params, context):
+                yield event
+            return
         if answer is not None and self._link is not None and self.engine.running(answer.task_id) is None:
             async for event in self._stream_answer_elsewhere(answer, context, params):
                 yield event
@@ -723,6 +740,8 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
             if node is not None and node != self._link.node_id:
                 reply = await self._forward(node, "cancel", {"owner": resolve_user_scope(context), "taskId": task.id})
                 return Task.FromString(base64.b64decode(reply["task"]))
+        if self._waits is not None and is_suspended(task):
+            return await self._cancel_suspended(task, context)
         if self.turn_ends_in_input_required:
             raise TaskNotCancelableError  # the turn is over: nothing is running
         canceled = Task()

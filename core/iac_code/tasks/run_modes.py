@@ -75,6 +75,16 @@ class ModeRouter:
         turn.session[PIPELINE_SESSION_KEY] = name
         return self.pipelines[name].run_turn(dataclasses.replace(turn, pipeline_name=name))
 
+    def resume_turn(self, turn: TurnRequest, frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
+        """Resume a turn paused on a durable permission wait, on the runtime that ran it
+        (``NotImplementedError`` when that one cannot resume)."""
+        runtime = self.chat if turn.run_mode != "pipeline" else self.pipelines.get(
+            turn.pipeline_name or durable_pipeline(turn.session) or self.default_pipeline)
+        resume = getattr(runtime, "resume_turn", None)
+        if resume is None:
+            raise NotImplementedError("this turn's runtime cannot resume")
+        return resume(turn, frame)  # type: ignore[no-any-return]
+
     async def interrupt(self, interrupt: Interrupt) -> bool:
         """Offer user text for a running turn to the pipelines (the one running that context takes it)."""
         for pipeline in self.pipelines.values():

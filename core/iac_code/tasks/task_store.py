@@ -44,6 +44,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InternalError, InvalidParamsError
+from google.protobuf.json_format import MessageToDict
 
 from iac_code.tasks.journal import Journal, JournalError
 from iac_code.base.jsonio import message_to_json
@@ -523,32 +524,65 @@ def _snapshot(owner: str, task: Task, seq: int, version: int) -> dict[str, Any]:
 
 
 def is_interrupted(task: Task) -> bool:
-    """Whether ``task`` was cut mid-turn when its server stopped: running, or paused for an answer."""
-    return task.status.state in RUNNING_STATES or _paused_for_permission(task)
+    """Whether ``task`` was cut mid-turn when its server stopped: running, or paused for an answer (a durable
+    permission wait that is already suspended was not cut: its turn had ended)."""
+    return task.status.state in RUNNING_STATES or (_paused_for_permission(task) and not is_suspended(task))
+
+
+def _iac_code(task: Task) -> Any:
+    iac_code = task.metadata.fields.get("iac_code")
+    return iac_code.struct_value.fields if iac_code is not None else {}
 
 
 def _paused_for_permission(task: Task) -> bool:
     """An iac-code turn waiting for a permission answer: it was running, and its wait died with the process."""
     if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
         return False
-    iac_code = task.metadata.fields.get("iac_code")
-    permission = iac_code.struct_value.fields.get("permission") if iac_code is not None else None
+    permission = _iac_code(task).get("permission")
     pending = permission.struct_value.fields.get("pending") if permission is not None else None
     return pending is not None and pending.bool_value
 
 
+def _permission_wait(task: Task) -> tuple[str, bool]:
+    """``metadata.iac_code.permissionWait`` of a task paused for permission: its status and whether it resumes."""
+    if not _paused_for_permission(task):
+        return "", False
+    wait = _iac_code(task).get("permissionWait")
+    fields = wait.struct_value.fields if wait is not None else {}
+    status = fields["status"].string_value if "status" in fields else ""
+    return status, "resumable" in fields and fields["resumable"].bool_value
+
+
+def is_suspended(task: Task) -> bool:
+    """A task whose permission wait is suspended: INPUT_REQUIRED with ``permissionWait.status: suspended``;
+    the answer resumes it (since-0.13 §4)."""
+    status, resumable = _permission_wait(task)
+    return status == "suspended" and resumable
+
+
 def interruption(task: Task) -> tuple[Task, TaskStatusUpdateEvent]:
-    """A copy of ``task`` marked interrupted, and the status update that says so (for its event log)."""
+    """A copy of ``task`` as its cut turn leaves it, and the status update that says so (for its event log):
+    FAILED "Task interrupted", or, for a durable permission wait, INPUT_REQUIRED with the wait suspended."""
     marked = Task()
     marked.CopyFrom(task)
     mark_interrupted(marked)
     event = TaskStatusUpdateEvent(task_id=marked.id, context_id=marked.context_id, status=marked.status)
-    event.metadata.update({"iac_code": {"interrupted": True}})
+    if marked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        event.metadata.update({"iac_code": MessageToDict(marked.metadata)["iac_code"]})
+    else:
+        event.metadata.update({"iac_code": {"interrupted": True}})
     return marked, event
 
 
 def mark_interrupted(task: Task) -> None:
-    """Make ``task`` FAILED "Task interrupted" (its turn died with its server)."""
+    """Make ``task`` FAILED "Task interrupted" (its turn died with its server); a turn paused on a durable
+    permission wait (``permissionWait.resumable``) stays INPUT_REQUIRED, its wait ``suspended``."""
+    if _permission_wait(task)[1]:
+        task.status.timestamp.GetCurrentTime()
+        iac_code = MessageToDict(task.metadata).get("iac_code", {})
+        iac_code["permissionWait"] = {"status": "suspended", "resumable": True}
+        task.metadata.update({"iac_code": iac_code})
+        return
     if task.status.HasField("message"):
         task.history.append(task.status.message)
     task.status.Clear()
@@ -558,5 +592,3 @@ def mark_interrupted(task: Task) -> None:
         message_id=f"{task.id}-restored", role=Role.ROLE_AGENT, task_id=task.id, context_id=task.context_id,
         parts=[Part(text=INTERRUPTED_TEXT)]))
     task.metadata.update({"iac_code": {"interrupted": True}})
-
-

@@ -6,6 +6,12 @@ the tools run through :func:`iac_code.agents.tools.run_tool` (so permissions, pa
 artifacts are the kernel's, as for every runtime) and their results go back to the model
 for the next round. A round without tool calls ends the turn.
 
+Permission waits are durable (``resume_turn``): the continuation frame of a tool call that asks is
+the transcript up to and including the assistant message that made the call (with the results of
+the round's calls before it), the calls of the round still to run, and the round and token counts.
+Resumed, the call runs (allowed) or gets the denial as its result, the round's other calls run, and
+the conversation with the model goes on.
+
 Tools are found through the kernel's tool hook by name; nothing here imports another
 plugin. The API key of a turn (``metadata.iac_code.iac_code_api_key``, else the
 configuration, else ``IAC_CODE_API_KEY``) is only ever put in the ``Authorization``
@@ -168,6 +174,16 @@ class _Round:
         return events
 
 
+@dataclass
+class _Counts:
+    """How far a turn has got: model rounds made, token totals, cached input tokens, the model that answered."""
+
+    rounds: int = 0
+    totals: list[int] = field(default_factory=lambda: [0, 0])
+    cached: int | None = None
+    model: str = ""
+
+
 class LlmRuntime:
     """An agent runtime driven by a model (see the module docstring)."""
 
@@ -288,8 +304,6 @@ class LlmRuntime:
         if not key:
             yield TurnFailed(t(m.AUTH_REQUIRED))
             return
-        endpoint = Endpoint(self.settings.base_url, key, self.settings.timeout)
-        system = {"role": "system", "content": conversation.SYSTEM_PROMPT.format(language=turn.language)}
         resumed, replies, answered = questions.resume(turn.session, turn)  # a question that waited for this turn
         for event in resumed:
             yield event
@@ -299,13 +313,44 @@ class LlmRuntime:
         if not answered:
             messages.append(self._user_message(turn))
         messages = conversation.bounded(messages, self.settings.context_tokens)
+        async for event in self._rounds(turn, key, messages, _Counts()):
+            yield event
+
+    async def resume_turn(self, turn: TurnRequest, frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
+        """Go on from the permission of the frame's first pending call (see the module)."""
+        messages = [dict(m) for m in frame.get("messages") or () if isinstance(m, Mapping)]
+        calls = [_Call(index=n, call_id=str(c.get("id", "")), name=str(c.get("name", "")),
+                       arguments=str(c.get("arguments", "")), announced=True)
+                 for n, c in enumerate(frame.get("pending") or ()) if isinstance(c, Mapping)]
+        totals = frame.get("totals") if isinstance(frame.get("totals"), list) else [0, 0]
+        counts = _Counts(rounds=int(frame.get("rounds") or 0), totals=[int(totals[0]), int(totals[1])],
+                         cached=frame.get("cached") if isinstance(frame.get("cached"), int) else None,
+                         model=str(frame.get("model") or ""))
+        context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
+        for n, call in enumerate(calls):
+            async for event in self._run_call(call, context, messages, calls[n:], counts, resumed=n == 0):
+                yield event
+        conversation.save(turn.session, messages, self.settings.context_tokens)
+        key = self._key(turn)
+        if not key:
+            yield TurnFailed(translator(turn.language)(m.AUTH_REQUIRED))
+            return
+        async for event in self._rounds(turn, key, messages, counts):
+            yield event
+
+    async def _rounds(self, turn: TurnRequest, key: str, messages: list[dict[str, Any]],
+                      counts: _Counts) -> AsyncIterator[RuntimeEvent]:
+        """Model rounds (and their tool calls) until one makes no call, or ``llm-max-tool-rounds`` in all."""
+        t = translator(turn.language)
+        endpoint = Endpoint(self.settings.base_url, key, self.settings.timeout)
+        system = {"role": "system", "content": conversation.SYSTEM_PROMPT.format(language=turn.language)}
         base: dict[str, Any] = {"model": self._model(turn), "stream": True, "stream_options": {"include_usage": True},
                                 "tools": self._tool_definitions(), **self._thinking(turn)}
         context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
-        totals = [0, 0]
-        cached: int | None = None
+        totals = counts.totals
         async with aiohttp.ClientSession() as session:
-            for _ in range(self.settings.max_tool_rounds):
+            while counts.rounds < self.settings.max_tool_rounds:
+                counts.rounds += 1
                 state = _Round(turn.task_id)
                 try:
                     async for event in self._round(session, endpoint, {**base, "messages": [system, *messages]},
@@ -318,9 +363,10 @@ class LlmRuntime:
                     totals[0] += state.usage[0]
                     totals[1] += state.usage[1]
                     if state.cached is not None:
-                        cached = (cached or 0) + state.cached
+                        counts.cached = (counts.cached or 0) + state.cached
+                    counts.model = state.model or base["model"]
                     yield Usage(totals[0], totals[1], provider=self.settings.dialect,
-                                model=state.model or base["model"], cached_input_tokens=cached)
+                                model=counts.model, cached_input_tokens=counts.cached)
                 calls = [state.calls[i] for i in sorted(state.calls) if state.calls[i].name]
                 assistant: dict[str, Any] = {"role": "assistant", "content": state.text or None}
                 if not calls:
@@ -331,11 +377,11 @@ class LlmRuntime:
                                             "function": {"name": c.name, "arguments": c.arguments or "{}"}}
                                            for c in calls]
                 messages.append(assistant)
-                for position, call in enumerate(calls):
-                    async for event in self._run_call(call, context, messages):
+                for n, call in enumerate(calls):
+                    async for event in self._run_call(call, context, messages, calls[n:], counts):
                         yield event
                     if call.question is not None:  # ask_user_question: the turn ends on it
-                        later = [c.call_id for c in calls[position + 1:]]
+                        later = [c.call_id for c in calls[n + 1:]]
                         for event in questions.pause(turn.session, turn, call.call_id, call.question, later,
                                                      after_text=bool(state.text)):
                             yield event
@@ -367,8 +413,10 @@ class LlmRuntime:
                 state.usage, state.cached = None, None
                 await asyncio.sleep(delay)
 
-    async def _run_call(self, call: _Call, context: ToolContext,
-                        messages: list[dict[str, Any]]) -> AsyncIterator[RuntimeEvent]:
+    async def _run_call(self, call: _Call, context: ToolContext, messages: list[dict[str, Any]],
+                        pending: list[_Call], counts: _Counts, *, resumed: bool = False) -> AsyncIterator[RuntimeEvent]:
+        """Run one call of the round (``pending``: it and the round's calls after it, for its continuation frame);
+        ``resumed``: it paused for its permission before and goes on from there."""
         entry = self._tools.get(call.name)
         try:
             arguments = json.loads(call.arguments or "{}")
@@ -381,7 +429,11 @@ class LlmRuntime:
                              "content": json.dumps({"error": error})})
             return
         tool_call = ToolCall(call.call_id, call.name, arguments)
-        async for event in run_tool(entry[1], tool_call, context, announced=True):
+        frame = {"runtime": "llm", "version": 1, "messages": list(messages),
+                 "pending": [{"id": c.call_id, "name": c.name, "arguments": c.arguments} for c in pending],
+                 "rounds": counts.rounds, "totals": list(counts.totals), "cached": counts.cached, "model": counts.model}
+        async for event in run_tool(entry[1], tool_call, context, announced=True, resumed=resumed,
+                                    continuation=frame):
             yield event
         outcome = tool_call.outcome
         if outcome is not None and outcome.question is not None and outcome.error is None:

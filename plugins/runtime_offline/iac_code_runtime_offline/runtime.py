@@ -13,6 +13,12 @@ works through tools, so progress streams as tool events and assistant text:
 The conversation state (last template, generation spec) lives in the context
 session, so follow-ups edit instead of starting over. Usage is an honest
 character-based estimate (about four characters per token), not a tokenizer.
+
+Its permission waits are durable (``resume_turn``): the two calls that ask (``write_file`` saving a
+template, ``aliyun_api`` changing a stack) are each the last call of their turn, so the continuation
+frame is the call itself and what follows it (``save``: say whether the file was saved; ``operate``:
+report the ROS result). Earlier calls are not repeated: their results are in the context session the
+kernel restores with the frame.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from iac_code.api import (
     AgentRuntimeSpec,
+    PermissionRequest,
     RuntimeEvent,
     TextDelta,
     Tool,
@@ -99,18 +106,36 @@ class OfflineRuntime:
                 "providerDisplay": "iac-code offline engine", "model": None, "missing": []}
 
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
-        output: list[str] = []
         session = Session(turn, self._tools)
         handlers = {"iac_generation": session.generate, "iac_review": session.review,
                     "terraform_ros_conversion": session.convert, "aliyun_ros_operations": session.operate}
         skill = choose_skill(turn)
-        events = handlers[skill]() if skill is not None else session.help()
+        async for event in self._counted(turn, handlers[skill]() if skill is not None else session.help(), 0):
+            yield event
+
+    async def resume_turn(self, turn: TurnRequest, frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
+        """Go on from the permission of the frame's call: the call (allowed or denied by the kernel), then
+        what the turn does after it (see the module)."""
+        session = Session(turn, self._tools)
+        call = frame.get("call") if isinstance(frame.get("call"), Mapping) else {}
+        events = session.resume(str(call.get("id", "")), str(call.get("name", "")), dict(call.get("input") or {}),
+                                frame)
+        async for event in self._counted(turn, events, int(frame.get("outputChars") or 0)):
+            yield event
+
+    @staticmethod
+    async def _counted(turn: TurnRequest, events: AsyncIterator[RuntimeEvent],
+                       said: int) -> AsyncIterator[RuntimeEvent]:
+        """``events``, then the usage estimate; a permission request's frame learns how much was said before it."""
+        output: list[str] = []
         async for event in events:
             if isinstance(event, TextDelta):
                 output.append(event.text)
+            elif isinstance(event, PermissionRequest) and event.continuation is not None:
+                event.continuation["outputChars"] = said + len("".join(output))
             yield event
             await asyncio.sleep(0)  # a cancellation point between events
-        yield Usage(estimate_tokens(turn.prompt), estimate_tokens("".join(output)))
+        yield Usage(estimate_tokens(turn.prompt), math.ceil((said + len("".join(output))) / 4))
 
 
 class Session:
@@ -128,9 +153,30 @@ class Session:
         return ToolCall(f"{self.turn.task_id}-{name}-{len(self.turn.history) // 2 + 1}-{self._calls}", name,
                         tool_input)
 
-    async def _run(self, call: ToolCall) -> AsyncIterator[RuntimeEvent]:
-        async for event in run_tool(self.tools[call.name], call, self.context):
+    async def _run(self, call: ToolCall, step: Mapping[str, Any] | None = None) -> AsyncIterator[RuntimeEvent]:
+        """Run ``call``; ``step`` (what the turn does after it) makes its permission wait durable."""
+        frame = None
+        if step is not None:
+            frame = {"runtime": "offline", "version": 1, **step,
+                     "call": {"id": call.tool_use_id, "name": call.name, "input": dict(call.input)}}
+        async for event in run_tool(self.tools[call.name], call, self.context, continuation=frame):
             yield event
+
+    async def resume(self, call_id: str, name: str, tool_input: dict[str, Any],
+                     frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
+        """The resumed call from its permission on, then its step's rest."""
+        tool = self.tools.get(name)
+        if tool is None or not call_id:
+            return
+        call = ToolCall(call_id, name, tool_input)
+        async for event in run_tool(tool, call, self.context, resumed=True):
+            yield event
+        step = frame.get("step")
+        rest = self._saved(call, str(frame.get("file", ""))) if step == "save" else \
+            self._operated(call, str(frame.get("action", ""))) if step == "operate" else None
+        if rest is not None:
+            async for event in rest:
+                yield event
 
     def _say(self, text: str) -> TextDelta:
         return TextDelta(text + "\n")
@@ -226,8 +272,13 @@ class Session:
             yield self._say(self.t(m.ROS_NO_TEMPLATE))
             return
         call = self._call("aliyun_api", {"action": action, "params": params})
-        async for event in self._run(call):
+        async for event in self._run(call, {"step": "operate", "action": action}):
             yield event
+        async for event in self._operated(call, action):
+            yield event
+
+    async def _operated(self, call: ToolCall, action: str) -> AsyncIterator[RuntimeEvent]:
+        """What the turn says after its ROS call (and the stack id it remembers)."""
         outcome = call.outcome
         if outcome is None or outcome.error is not None:
             error = outcome.error if outcome is not None else "unknown error"
@@ -249,8 +300,12 @@ class Session:
 
     async def _save(self, file_name: str, text: str) -> AsyncIterator[RuntimeEvent]:
         call = self._call("write_file", {"path": file_name, "content": text})
-        async for event in self._run(call):
+        async for event in self._run(call, {"step": "save", "file": file_name}):
             yield event
+        async for event in self._saved(call, file_name):
+            yield event
+
+    async def _saved(self, call: ToolCall, file_name: str) -> AsyncIterator[RuntimeEvent]:
         saved = call.outcome is not None and call.outcome.error is None
         yield self._say(self.t(m.TEMPLATE_SAVED if saved else m.TEMPLATE_NOT_SAVED, file=file_name))
 

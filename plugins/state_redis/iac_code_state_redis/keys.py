@@ -57,6 +57,15 @@ class Keys:
         """Hash: the push service's records of the task (``<owner key>:<config id>`` -> encrypted configuration)."""
         return f"{self.prefix}push-configs:{task_id}"
 
+    # permission waits ---------------------------------------------------------
+    def permission_waits(self, task_id: str) -> str:
+        """Hash: the task's durable permission-wait checkpoints (boundary id -> record JSON)."""
+        return f"{self.prefix}permission-waits:{task_id}"
+
+    def open_permission_waits(self, owner: str, context_id: str) -> str:
+        """Hash: the context's checkpoints still open (boundary id -> task id)."""
+        return f"{self.prefix}permission-waits-open:{digest(owner, context_id)}"
+
     # contexts and nodes -------------------------------------------------------
     def context(self, owner: str, context_id: str) -> str:
         """String: the context's JSON snapshot (workspace, channel, conversation)."""

@@ -73,7 +73,7 @@ def push_configs(config: Any) -> RedisPushConfigRecords:
 
 
 def create_backend(kernel: PluginContext) -> StateBackend:
-    """The shared task store, this node's link and the push-config records.
+    """The shared task store, this node's link, the push-config records and the permission-wait checkpoints.
 
     Two connection pools: one for commands, one for the reads that block (event streams,
     forwarded calls), so a waiting subscriber never holds up a write.
@@ -84,6 +84,7 @@ def create_backend(kernel: PluginContext) -> StateBackend:
     from iac_code_state_redis.events import RedisTaskEventStream
     from iac_code_state_redis.keys import Keys
     from iac_code_state_redis.nodes import RedisNodeLink
+    from iac_code_state_redis.permission_waits import RedisPermissionWaits
     from iac_code_state_redis.push_configs import RedisPushConfigRecords
     from iac_code_state_redis.store import RedisTaskStore
 
@@ -93,7 +94,8 @@ def create_backend(kernel: PluginContext) -> StateBackend:
     events = RedisTaskEventStream(blocking, keys)
     link = RedisNodeLink(client, keys, store, events, blocking=blocking, node_id=config.node_id,
                          lease_seconds=config.node_lease_seconds, location=redis_location(url))
-    return StateBackend(task_store=store, link=link, push_configs=RedisPushConfigRecords(client, keys))
+    return StateBackend(task_store=store, link=link, push_configs=RedisPushConfigRecords(client, keys),
+                        permission_waits=RedisPermissionWaits(client, keys))
 
 
 @hookimpl
