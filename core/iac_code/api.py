@@ -49,7 +49,16 @@ from iac_code.agents.runtime import (
     Usage,
     Written,
 )
-from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
+from iac_code.agents.tools import (
+    InputPause,
+    Permission,
+    Resumed,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolOutcome,
+    run_tool,
+)
 from iac_code.base import jsonio, tracing
 from iac_code.base.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.base.background import spawn
@@ -259,6 +268,7 @@ __all__ = [
     "PageTokens",
     "PartDecodeError",
     "PartDecoderSpec",
+    "InputPause",
     "Permission",
     "PermissionRequest",
     "PipelineServices",
@@ -279,6 +289,7 @@ __all__ = [
     "PushServiceSpec",
     "QueueContext",
     "RateLimitedLog",
+    "Resumed",
     "Route",
     "RouteCandidate",
     "RouteQuery",
