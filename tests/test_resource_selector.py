@@ -248,3 +248,18 @@ async def test_the_tool_is_offered_only_with_the_capability(enabled: bool, decla
         await _send(client, _request("Create an ECS instance", metadata))
     offered = {t["function"]["name"] for t in stub.requests[0].body["tools"]}
     assert "select_cloud_resource" not in offered and "ask_user_question" in offered
+
+
+async def test_a_waiting_selection_survives_a_restart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ENV, "on")
+    async with OpenAIStub([_select(), _done("Restarted, using it.")]) as stub:
+        settings = _settings(stub, tmp_path / "state")
+        async with start_server(settings) as server, connect_client(server) as client:
+            final, asked = await _asked(client)
+        async with start_server(settings) as server, connect_client(server) as client:
+            updates = _updates(await _send(client, _request("prod-vpc", {"inputResponse": _answer(asked)},
+                                                            task_id=final["taskId"], context_id=final["contextId"])))
+    [ack] = [_meta(u)["inputReceived"] for u in updates if "inputReceived" in _meta(u)]
+    assert ack["replayed"] is False and _text(updates[-1]) == "Restarted, using it."
+    assert _tool_result(stub.requests[1], "call-sel")["result"]["value"] == "vpc-abc123"
