@@ -15,7 +15,7 @@ from iac_code_resource_selector.store import SelectionStore
 class AnswerGate:
     """Refuses bad answers to a selection (see the module docstring); every other turn goes on untouched."""
 
-    def __init__(self, store: SelectionStore, task_context: Any = None) -> None:
+    def __init__(self, store: SelectionStore) -> None:
         self.store = store
 
     def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
