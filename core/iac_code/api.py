@@ -50,7 +50,16 @@ from iac_code.agents.runtime import (
     Usage,
     Written,
 )
-from iac_code.agents.tools import Permission, Tool, ToolCall, ToolContext, ToolOutcome, run_tool
+from iac_code.agents.tools import (
+    InputPause,
+    Permission,
+    Resumed,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolOutcome,
+    run_tool,
+)
 from iac_code.base import jsonio, tracing
 from iac_code.base.api_version import API_VERSION, API_VERSION_ATTRIBUTE, api_version_problem
 from iac_code.base.background import spawn
@@ -255,6 +264,7 @@ __all__ = [
     "IacEngine",
     "IacEngineSpec",
     "InputPart",
+    "InputPause",
     "Instrumentation",
     "InterfaceInfo",
     "Interrupt",
@@ -290,6 +300,7 @@ __all__ = [
     "QueueContext",
     "RateLimitedLog",
     "ResumableRuntime",
+    "Resumed",
     "Route",
     "RouteCandidate",
     "RouteQuery",

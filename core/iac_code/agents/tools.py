@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from iac_code.agents.runtime import (
@@ -34,11 +34,16 @@ INPUT_CHUNK = 256  # characters of JSON per input_delta event
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool may use: the workspace, the turn's language and message metadata."""
+    """What a tool may use: the workspace, the turn's language and message metadata (``metadata.iac_code``),
+    and the task and context of the turn (``""`` when the caller does not say); :func:`run_tool` sets
+    ``tool_use_id`` to the call's."""
 
     cwd: str
     language: str = "en"
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    task_id: str = ""
+    context_id: str = ""
+    tool_use_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,37 @@ class Permission:
 
 
 @dataclass(frozen=True)
+class InputPause:
+    """A tool call that waits for the user's answer (a tool's own kind of question, e.g. a resource selection).
+
+    The runtime ends the turn in input-required with ``text`` (for every client) and
+    ``metadata.iac_code.inputRequired = input_required``, keeps ``state`` (plain JSON) in the context's
+    session, and on the task's next message calls the tool's ``resume(state, context)``
+    (:class:`Resumed`), which reads the answer from the message's metadata.
+    """
+
+    text: str
+    input_required: Mapping[str, Any]
+    state: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a pausing tool's ``resume(state, context)`` makes of the message that came after its pause.
+
+    ``events`` are published first (an ``inputReceived`` acknowledgement, the call's completion);
+    ``outcome`` is the paused call's result for the model (``None``: no paused call is closed);
+    ``answered``: the message was the answer (not a new request for the model); ``end_turn``: the
+    turn ends after ``events`` without asking the model (a replayed answer).
+    """
+
+    events: tuple[Any, ...] = ()
+    outcome: ToolOutcome | None = None
+    answered: bool = True
+    end_turn: bool = False
+
+
+@dataclass(frozen=True)
 class ToolOutcome:
     """A tool's result; ``error`` set means the call failed (a safe message).
 
@@ -68,6 +104,7 @@ class ToolOutcome:
     ``question`` set means the call waits for the user's answer (``ask_user_question``):
     :func:`run_tool` emits no completion, and the runtime ends the turn with the question
     and reads the next message on the task as the answer (:mod:`iac_code.agents.questions`).
+    ``pause`` set means the same for a tool's own kind of question (:class:`InputPause`).
     """
 
     result: Mapping[str, Any] = field(default_factory=dict)
@@ -75,9 +112,15 @@ class ToolOutcome:
     error: str | None = None
     private: Any = None
     question: UserQuestion | None = None
+    pause: InputPause | None = None
 
 
 class Tool(Protocol):
+    """A tool. Optional methods a runtime looks for: ``offered(context) -> bool`` (whether this turn may offer
+    the tool to a model; absent: always) and, for a tool whose outcome may carry an :class:`InputPause`,
+    ``async resume(state, context) -> Resumed | None`` (``state`` ``None``: no pause of it waits, and the
+    message may still be meant for it, e.g. a replayed answer; ``None``: not its business)."""
+
     name: str
 
     def permission(self, tool_input: Mapping[str, Any], context: ToolContext) -> Permission | None:
@@ -119,6 +162,7 @@ async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
             yield ToolInputDelta(call.tool_use_id, call.name, encoded[start:start + INPUT_CHUNK])
     if not resumed:
         yield ToolInputComplete(call.tool_use_id, call.name, call.input)
+    context = replace(context, tool_use_id=call.tool_use_id)
     needs = tool.permission(call.input, context)
     if needs is None and resumed:
         needs = Permission(is_read_only=None)
@@ -139,7 +183,7 @@ async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
     except Exception as exc:  # a tool bug must not end the turn without a trace
         outcome = ToolOutcome(error=f"{call.name} failed: {type(exc).__name__}")
     call.outcome = outcome
-    if outcome.question is not None and outcome.error is None:
+    if (outcome.question is not None or outcome.pause is not None) and outcome.error is None:
         return  # the call completes when the user has answered (the runtime reports it then)
     if outcome.error is not None:
         yield ToolFailed(call.tool_use_id, call.name, outcome.error)

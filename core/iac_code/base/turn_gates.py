@@ -78,6 +78,10 @@ class TurnGate(Protocol):
         the invalid-params error (``-32602``) that refuses it, or ``None`` to let it start."""
         ...
 
+    # Optional: ``admit_message(owner, context_id, task_id, metadata) -> str | None``. Like :meth:`admit`, with
+    # the message's ``metadata.iac_code``: a feature whose answers come in it (the resource selector's
+    # ``inputResponse``) refuses a bad one (``-32602`` with that text) before any turn or task change.
+
     async def safe_point(self, point: TurnPoint) -> None:
         """Awaited at each safe point of a turn; the turn goes on when it returns. Holding it is the pause;
         cancelling the task cancels this await (``asyncio.CancelledError``: let it propagate)."""

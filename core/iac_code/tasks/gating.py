@@ -37,6 +37,22 @@ class TurnGates:
                 return refusal
         return None
 
+    def admit_message(self, owner: str, context_id: str, task_id: str, metadata: Mapping[str, Any]) -> str | None:
+        """The first refusal of a gate's optional ``admit_message`` (it reads the message's ``metadata.iac_code``),
+        or ``None``."""
+        for gate in self._gates:
+            check = getattr(gate, "admit_message", None)
+            if check is None:
+                continue
+            try:
+                refusal = check(owner, context_id, task_id, metadata)
+            except Exception:
+                logger.exception("Turn gate %s failed in admit_message", type(gate).__name__)
+                continue
+            if refusal:
+                return str(refusal)
+        return None
+
     async def safe_point(self, point: TurnPoint) -> None:
         """Await every gate at a safe point (a cancellation propagates)."""
         for gate in self._gates:

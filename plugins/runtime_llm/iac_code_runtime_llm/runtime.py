@@ -49,7 +49,7 @@ from iac_code.api import (
     translator,
 )
 from iac_code.api import messages as m
-from iac_code_runtime_llm import conversation, questions
+from iac_code_runtime_llm import conversation, pauses, questions
 from iac_code_runtime_llm.provider import Endpoint, ProviderError, stream_chat
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class _Call:
     announced: bool = False
     pending: list[str] = field(default_factory=list)
     question: Any = None  # an ask_user_question call: the turn pauses for the answer
+    pause: Any = None  # a tool's own question (InputPause): the turn pauses for the answer
 
 
 @dataclass
@@ -238,11 +239,11 @@ class LlmRuntime:
             return chosen.strip()
         return self.configured_key()
 
-    def _tool_definitions(self) -> list[dict[str, Any]]:
+    def _tool_definitions(self, context: ToolContext) -> list[dict[str, Any]]:
         return [{"type": "function", "function": {
             "name": name, "description": spec.description or name,
             "parameters": dict(spec.parameters or {"type": "object", "properties": {}})}}
-            for name, (spec, _tool) in sorted(self._tools.items())]
+            for name, (spec, tool) in sorted(self._tools.items()) if pauses.offered(tool, context)]
 
     def _thinking(self, turn: TurnRequest) -> dict[str, Any]:
         raw = turn.metadata.get("thinking")
@@ -304,9 +305,17 @@ class LlmRuntime:
         if not key:
             yield TurnFailed(t(m.AUTH_REQUIRED))
             return
+        context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata, task_id=turn.task_id,
+                              context_id=turn.context_id)
         resumed, replies, answered = questions.resume(turn.session, turn)  # a question that waited for this turn
         for event in resumed:
             yield event
+        if not resumed:  # or a tool's own question (a resource selection), or a tool's claim on the message
+            more, replies, answered, end_turn = await pauses.resume(turn.session, turn, context, self._tools)
+            for event in more:
+                yield event
+            if end_turn:
+                return
         messages = [*conversation.history(turn.session), *replies]
         if replies:  # the round the question paused is closed, whatever happens next
             conversation.save(turn.session, messages, self.settings.context_tokens)
@@ -326,7 +335,8 @@ class LlmRuntime:
         counts = _Counts(rounds=int(frame.get("rounds") or 0), totals=[int(totals[0]), int(totals[1])],
                          cached=frame.get("cached") if isinstance(frame.get("cached"), int) else None,
                          model=str(frame.get("model") or ""))
-        context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
+        context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata, task_id=turn.task_id,
+                              context_id=turn.context_id)
         for n, call in enumerate(calls):
             async for event in self._run_call(call, context, messages, calls[n:], counts, resumed=n == 0):
                 yield event
@@ -344,9 +354,10 @@ class LlmRuntime:
         t = translator(turn.language)
         endpoint = Endpoint(self.settings.base_url, key, self.settings.timeout)
         system = {"role": "system", "content": conversation.SYSTEM_PROMPT.format(language=turn.language)}
+        context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata, task_id=turn.task_id,
+                              context_id=turn.context_id)
         base: dict[str, Any] = {"model": self._model(turn), "stream": True, "stream_options": {"include_usage": True},
-                                "tools": self._tool_definitions(), **self._thinking(turn)}
-        context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
+                                "tools": self._tool_definitions(context), **self._thinking(turn)}
         totals = counts.totals
         async with aiohttp.ClientSession() as session:
             while counts.rounds < self.settings.max_tool_rounds:
@@ -384,6 +395,13 @@ class LlmRuntime:
                         later = [c.call_id for c in calls[n + 1:]]
                         for event in questions.pause(turn.session, turn, call.call_id, call.question, later,
                                                      after_text=bool(state.text)):
+                            yield event
+                        conversation.save(turn.session, messages, self.settings.context_tokens)
+                        return
+                    if call.pause is not None:  # a tool's own question: the turn ends on it too
+                        later = [c.call_id for c in calls[n + 1:]]
+                        for event in pauses.pause(turn.session, turn, call.name, call.call_id, call.pause, later,
+                                                  after_text=bool(state.text)):
                             yield event
                         conversation.save(turn.session, messages, self.settings.context_tokens)
                         return
@@ -438,6 +456,9 @@ class LlmRuntime:
         outcome = tool_call.outcome
         if outcome is not None and outcome.question is not None and outcome.error is None:
             call.question = outcome.question  # answered by the next message: its tool message comes then
+            return
+        if outcome is not None and outcome.pause is not None and outcome.error is None:
+            call.pause = outcome.pause  # the same, for a tool's own question
             return
         messages.append(conversation.tool_message(call.call_id, tool_call.outcome))
 

@@ -1,0 +1,49 @@
+"""The answer check before a turn starts: a message carrying a resource-selection ``inputResponse`` that cannot be
+taken is refused with ``-32602 resource_selection_resume_invalid: <reason>``, and nothing changes (a turn gate's
+``admit_message``; the gate holds no turn)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from iac_code.api import TurnPoint
+from iac_code_resource_selector import answers
+from iac_code_resource_selector.store import SelectionStore
+
+
+class AnswerGate:
+    """Refuses bad answers to a selection (see the module docstring); every other turn goes on untouched."""
+
+    def __init__(self, store: SelectionStore) -> None:
+        self.store = store
+
+    def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
+        return None
+
+    def admit_message(self, owner: str, context_id: str, task_id: str, metadata: Mapping[str, Any]) -> str | None:
+        if not answers.is_selection(metadata):
+            return None
+        try:
+            answers.check(self.store, task_id, context_id, metadata.get("inputResponse"))
+        except answers.Invalid as exc:
+            return answers.PREFIX + str(exc)
+        return None
+
+    async def safe_point(self, point: TurnPoint) -> None:
+        return None
+
+    def waiting(self, point: TurnPoint, waiting: bool) -> None:
+        return None
+
+    async def turn_ended(self, point: TurnPoint, status: str) -> None:
+        return None
+
+    def metadata(self, owner: str, context_id: str) -> Mapping[str, Any] | None:
+        return None
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None

@@ -1,0 +1,40 @@
+"""The resource selector's hooks: its card extension (only when ``IAC_CODE_A2A_RESOURCE_SELECTOR_ENABLED`` is on),
+the ``select_cloud_resource`` tool (offered per turn when the request declares the capability) and the gate that
+checks answers before their turn starts. See docs/resource-selector.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iac_code.api import CardExtension, InterfaceInfo, PluginContext, ToolSpec, TurnGateSpec, hookimpl
+from iac_code_resource_selector import capability
+from iac_code_resource_selector.gate import AnswerGate
+from iac_code_resource_selector.store import SelectionStore
+from iac_code_resource_selector.tool import NAME, SCHEMA, SelectCloudResource
+
+IAC_CODE_API_VERSION = "1.0"
+EXTENSION_URI = capability.EXTENSION_URI
+
+
+@hookimpl
+def iac_code_card_extensions(config: Any, interfaces: list[InterfaceInfo]) -> list[CardExtension]:
+    if not capability.enabled():
+        return []
+    return [CardExtension(uri=EXTENSION_URI, required=False, params=dict(capability.EXTENSION_PARAMS),
+                          description="iac-code cloud resource selector: the agent may ask the user to pick a "
+                                      "cloud resource (declare metadata.iac_code.capabilities.resourceSelector).")]
+
+
+@hookimpl
+def iac_code_tools() -> list[ToolSpec]:
+    return [ToolSpec(name=NAME, create=lambda kernel: SelectCloudResource(SelectionStore(kernel.state_dir)),
+                     description="Ask the user to pick an existing cloud resource (a VPC, vSwitch, security group "
+                                 "or ECS instance type) for a template parameter; the turn waits for the choice, "
+                                 "which comes back as this tool's result.",
+                     parameters=SCHEMA)]
+
+
+@hookimpl
+def iac_code_turn_gates() -> list[TurnGateSpec]:
+    return [TurnGateSpec(name="resource-selector", create=lambda kernel: AnswerGate(SelectionStore(kernel.state_dir)),
+                         description="refuses a resource-selection answer that cannot be taken (-32602)")]
