@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from iac_code.api import (
     mark_pipeline_waiting,
     read_private_file,
 )
-from iac_code_pipeline_selling import interrupts
+from iac_code_pipeline_selling import cleanup, interrupts
 from iac_code_pipeline_selling.answers import match_question
 from iac_code_pipeline_selling.backups import Backups
 from iac_code_pipeline_selling.journal import JournalStore, envelope
@@ -254,9 +254,14 @@ class PipelineRuntime:
         """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
         state = self._load_state(turn) if turn.run_mode == "pipeline" else None
         if state is not None and state.get("phase") == "handed_off" and turn.run_mode == "pipeline" \
-                and turn.metadata.get("cleanupOnly") is True:
-            async for event in cleanup_turn(self, RunTurn(self, turn, state)):
+                and turn.metadata.get("cleanupOnly") is True:  # remove what the run deployed (:mod:`.cleanup`)
+            run = RunTurn(self, turn, state)
+            summary: list[str] = []
+            async for event in self._pump(run, lambda: cleanup.clean_up(self, run)):
+                if isinstance(event, TextDelta):
+                    summary.append(event.text)
                 yield event
+            self.backups.checkpoint(turn, state, "".join(summary))  # like a chat turn's end (non-blocking)
             return
         if turn.run_mode != "pipeline" or (state is not None and state.get("phase") == "handed_off"):
             said: list[str] = []
@@ -273,7 +278,6 @@ class PipelineRuntime:
         if state is None:
             state = turn.session["pipeline"] = self.new_state(turn)
         run = RunTurn(self, turn, state)
-        done = object()
         mark_pipeline_waiting(turn.session, None)  # this turn answers or goes on: nothing waits until it asks again
         self.active[turn.context_id] = run
 
@@ -290,6 +294,26 @@ class PipelineRuntime:
                     await run.emit("pipeline_failed", "pipeline", "failed",
                                    {"step_id": step, "error": "internal_error"})
                 run.out.put_nowait(TurnFailed(f"The {self.layout.name} pipeline failed at step {step}."))
+
+        try:
+            async for event in self._pump(run, drive):
+                yield event
+        finally:
+            if self.active.get(turn.context_id) is run:
+                del self.active[turn.context_id]
+        if run.delegate:
+            async for event in self.services.chat.run_turn(turn):
+                yield event
+
+    @staticmethod
+    async def _pump(run: RunTurn, work: Callable[[], Awaitable[None]]) -> AsyncIterator[RuntimeEvent]:
+        """Run ``work`` (which publishes through ``run.out``) and yield what it queues, in order, until it ends; a
+        :class:`Barrier` is resolved once the kernel asked for the event after it (it handled the ones before)."""
+        done = object()
+
+        async def drive() -> None:
+            try:
+                await work()
             finally:
                 run.out.put_nowait(done)
 
@@ -306,15 +330,10 @@ class PipelineRuntime:
                 yield item
             await task
         finally:
-            if self.active.get(turn.context_id) is run:
-                del self.active[turn.context_id]
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if run.delegate:
-            async for event in self.services.chat.run_turn(turn):
-                yield event
 
     async def _drive(self, run: RunTurn) -> None:
         raise NotImplementedError
@@ -336,9 +355,9 @@ class PipelineRuntime:
         only these candidates are evaluated again). Nothing by default."""
 
     def cleanup_targets(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The cloud resources the run created that a ``cleanupOnly`` continuation would remove (none: nothing
-        is deployed without a deployer)."""
-        return []
+        """The cloud resources the run created that a ``cleanupOnly`` continuation removes: the stack a ``deployer:
+        ros`` deploy created, until a cleanup deleted it (none without a deployer)."""
+        return cleanup.targets_of(state)
 
     async def started_or_resumed(self, run: RunTurn) -> None:
         """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""
@@ -477,21 +496,3 @@ class PipelineRuntime:
         elif outcome != "early_exit":
             run.say(summary)
 
-
-async def cleanup_turn(pipeline: PipelineRuntime, run: RunTurn) -> AsyncIterator[RuntimeEvent]:
-    """A ``cleanupOnly`` continuation after the handoff: ``cleanup_started`` and, as nothing the run created is
-    left to remove (:meth:`PipelineRuntime.cleanup_targets`), ``cleanup_completed`` with ``nothing_to_clean``; the
-    turn's final status carries the summary under ``assistantFinal.cleanupOnly``."""
-    targets = pipeline.cleanup_targets(run.state)
-    summary = text(run.language, "cleanup_nothing")
-    await run.emit("cleanup_started", "stack", "working", {"reason": "cleanup_only", "resources": targets})
-    result = {"outcome": "nothing_to_clean", "cleaned": [], "summary": summary}
-    await run.emit("cleanup_completed", "stack", "completed", result)
-    run.state["cleanup"] = {"outcome": "nothing_to_clean"}
-    await pipeline.save_state(run.turn.context_id, run.state)
-    run.say(summary)
-    run.out.put_nowait(Progress({"assistantFinal": {"cleanupOnly": result}}, final=True))
-    while not run.out.empty():
-        item = run.out.get_nowait()
-        if not isinstance(item, Barrier):
-            yield item
