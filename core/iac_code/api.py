@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, Understanding
+from iac_code.agents.working_template import WorkingTemplate, set_working_template, working_template
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
@@ -290,6 +291,7 @@ __all__ = [
     "TurnRequest",
     "Understanding",
     "Usage",
+    "WorkingTemplate",
     "api_version_problem",
     "atomic_write",
     "client_transports",
@@ -341,6 +343,7 @@ __all__ = [
     "run_until_stopped",
     "seq_of",
     "serve_frame",
+    "set_working_template",
     "sort_key",
     "spawn",
     "sweep_temp_files",
@@ -350,5 +353,6 @@ __all__ = [
     "url_secrets",
     "version_number",
     "without_effect",
+    "working_template",
     "write_new_private_file",
 ]

@@ -157,6 +157,27 @@ async def stack_current_changed(run: RunTurn, action: str, stack: Mapping[str, A
     await run.emit("stack_current_changed", "stack", "working", data, extra=extra)
 
 
+async def stored_template_text(pipeline: PipelineRuntime, context_id: str, template: Mapping[str, Any]) -> str | None:
+    """A pipeline's stored template (its record: ``filename``, ``sha256``, ``artifact_id`` when known) as text: from
+    the kernel's artifact store, else its ``artifact_created`` event; only a text matching the recorded SHA-256."""
+    sha = str(template.get("sha256", ""))
+    candidates: list[str] = []
+    artifacts = getattr(pipeline.services.context, "artifacts", None)
+    if template.get("artifact_id") and artifacts is not None:
+        try:
+            found = await artifacts.find(str(template["artifact_id"]), str(template["filename"]))
+        except Exception:  # noqa: BLE001 - an unreadable store is the same as a missing artifact
+            logger.warning("The stored template %s could not be read.", template.get("filename"))
+            found = None
+        if found is not None:
+            candidates.append(found[1].decode("utf-8", errors="replace"))
+    for event in reversed(pipeline.store.journal(context_id).events):
+        artifact = event.get("artifact") if event.get("eventType") == "artifact_created" else None
+        if isinstance(artifact, Mapping) and artifact.get("filename") == template.get("filename"):
+            candidates.append(str(artifact.get("content", "")))
+    return next((c for c in candidates if hashlib.sha256(c.encode("utf-8")).hexdigest() == sha), None)
+
+
 def _outputs(info: StackInfo, secrets: tuple[str, ...]) -> list[dict[str, str]]:
     outputs = []
     for output in info.outputs[:20]:
@@ -280,25 +301,7 @@ class RosDeploy:
     # ------------------------------------------------------------------ CreateStack, exactly once
 
     async def _template_body(self, run: RunTurn, plan: DeployPlan) -> str | None:
-        """The stored template's text (the kernel's artifact store, else its ``artifact_created`` event), checked
-        against its recorded SHA-256."""
-        template = plan.template
-        sha = str(template.get("sha256", ""))
-        candidates: list[str] = []
-        artifacts = getattr(self.pipeline.services.context, "artifacts", None)
-        if template.get("artifact_id") and artifacts is not None:
-            try:
-                found = await artifacts.find(str(template["artifact_id"]), str(template["filename"]))
-            except Exception:  # noqa: BLE001 - an unreadable store is the same as a missing artifact
-                logger.warning("The stored template %s could not be read.", template.get("filename"))
-                found = None
-            if found is not None:
-                candidates.append(found[1].decode("utf-8", errors="replace"))
-        for event in reversed(self.pipeline.store.journal(run.turn.context_id).events):
-            artifact = event.get("artifact") if event.get("eventType") == "artifact_created" else None
-            if isinstance(artifact, Mapping) and artifact.get("filename") == template.get("filename"):
-                candidates.append(str(artifact.get("content", "")))
-        return next((c for c in candidates if hashlib.sha256(c.encode("utf-8")).hexdigest() == sha), None)
+        return await stored_template_text(self.pipeline, run.turn.context_id, plan.template)
 
     async def _create(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any], client: RosClient,
                       body: str) -> bool:

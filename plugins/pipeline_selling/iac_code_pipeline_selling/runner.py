@@ -29,14 +29,17 @@ from iac_code.api import (
     TurnFailed,
     TurnRequest,
     Understanding,
+    WorkingTemplate,
     atomic_write,
     mark_pipeline_handoff,
     mark_pipeline_waiting,
     read_private_file,
+    set_working_template,
 )
 from iac_code_pipeline_selling import cleanup, interrupts
 from iac_code_pipeline_selling.answers import match_question
 from iac_code_pipeline_selling.backups import Backups
+from iac_code_pipeline_selling.deploy import stored_template_text
 from iac_code_pipeline_selling.journal import JournalStore, envelope
 from iac_code_pipeline_selling.pricing import PriceTable
 from iac_code_pipeline_selling.texts import text
@@ -354,6 +357,11 @@ class PipelineRuntime:
         """Drop what the steps from ``target`` on produced, before they run again (a rollback; ``candidates``:
         only these candidates are evaluated again). Nothing by default."""
 
+    def chosen_template(self, state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+        """The chosen candidate and its stored template's record (``filename``, ``media_type``, ``sha256``, …), once
+        the user chose one; handed to normal chat as the context's working template at the handoff."""
+        return None
+
     def cleanup_targets(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The cloud resources the run created that a ``cleanupOnly`` continuation removes: the stack a ``deployer:
         ros`` deploy created, until a cleanup deleted it (none without a deployer)."""
@@ -489,6 +497,7 @@ class PipelineRuntime:
         run.state["phase"] = "handed_off"
         run.state["outcome"] = outcome
         run.state.pop("pendingInput", None)
+        await self._hand_over_template(run)
         mark_pipeline_handoff(run.turn.session, outcome)
         await self.save_state(run.turn.context_id, run.state)
         if outcome == "completed":
@@ -496,3 +505,17 @@ class PipelineRuntime:
         elif outcome != "early_exit":
             run.say(summary)
 
+    async def _hand_over_template(self, run: RunTurn) -> None:
+        """The chosen candidate's template becomes the context's working template: the chat that answers after the
+        handoff edits it (e.g. "add a tag env=prod to the VPC" gives an edited template artifact)."""
+        chosen = self.chosen_template(run.state)
+        if chosen is None:
+            return
+        candidate, template = chosen
+        body = await stored_template_text(self, run.turn.context_id, template)
+        if body is None:
+            logger.warning("The chosen template %s is not available for the chat.", template.get("filename"))
+            return
+        set_working_template(run.turn.session, WorkingTemplate(
+            text=body, filename=str(template.get("filename", "")), media_type=str(template.get("media_type", "")),
+            request=str(candidate.get("generation_prompt", "")), source=f"pipeline:{self.layout.name}"))

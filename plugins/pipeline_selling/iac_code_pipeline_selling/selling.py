@@ -291,3 +291,8 @@ class SellingPipeline(PipelineRuntime):
 
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
         interrupts.selling_rollback_state(run, target, candidates)
+
+    def chosen_template(self, state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+        candidate = next((c for c in state.get("candidates", []) if c["candidate_index"] == state.get("selected")), None)
+        template = ((candidate or {}).get("evaluation") or {}).get("template")
+        return (candidate, template) if candidate is not None and template else None

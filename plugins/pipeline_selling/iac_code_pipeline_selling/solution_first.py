@@ -346,6 +346,12 @@ class SolutionFirstPipeline(PipelineRuntime):
         run.say(message)
         await self.finish(run, "completed", message)
 
+    def chosen_template(self, state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+        template = state.get("template")
+        candidate = next((c for c in state.get("candidates", []) if isinstance(template, Mapping)
+                          and c["candidate_index"] == template.get("candidate_index") == state.get("selected")), None)
+        return (candidate, template) if candidate is not None else None
+
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
         """Going back (an interrupt): to step 1 drops the choice, its template and overrides; to step 2 the template."""
         if target == SELECT:
