@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -120,7 +121,7 @@ class RuntimeExecutor(AgentExecutor):
                 language=turn_input.language or "en", channel=channel_fallback(reserved.channel),
                 manifest=turn_input.decoded.manifest, history=tuple(reserved.history), session=reserved.session,
                 metadata=turn_input.metadata, run_mode=turn_input.run_mode, pipeline_name=turn_input.pipeline_name)
-            answer = await self._run(turn, updater, context.call_context)
+            answer = await self._run(turn, updater, context.call_context, reserved)
             if answer is not None:
                 reserved.history.append({"role": "user", "text": turn.prompt})
                 reserved.history.append({"role": "assistant", "text": answer})
@@ -135,13 +136,19 @@ class RuntimeExecutor(AgentExecutor):
             if reserved is not None:
                 await self.contexts.release(reserved)
 
-    async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext) -> str | None:
+    async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
+                   reserved: ContextState) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
         with tracing.tool_spans() as tool_spans:  # a span per tool call (tracing: true)
-            return await self._translate(turn, updater, call_context, tool_spans)
+            return await self._translate(turn, updater, call_context, tool_spans, reserved)
+
+    async def _durable_session(self, turn: TurnRequest, reserved: ContextState) -> None:
+        """Before a pipeline turn's end is published: its session (the handoff, the task it waits on) on disk."""
+        if turn.run_mode == "pipeline" and self.contexts is not None:
+            await self.contexts.persist(reserved)
 
     async def _translate(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
-                         tool_spans: Any) -> str | None:
+                         tool_spans: Any, reserved: ContextState) -> str | None:
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = []
         usage: Usage | None = None
@@ -175,6 +182,7 @@ class RuntimeExecutor(AgentExecutor):
             elif isinstance(event, PermissionRequest):
                 event.allowed = await self._permission(event, turn, updater, call_context)
             elif isinstance(event, TurnFailed):
+                await self._durable_session(turn, reserved)
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
                 await updater.update_status(
                     state, agent_message(task_id, context_id, str(int(state)), event.message[:1000]),
@@ -188,10 +196,24 @@ class RuntimeExecutor(AgentExecutor):
             metadata["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
                                  "totalTokens": usage.input_tokens + usage.output_tokens}
         # One final event: the turn's end carries its answer where clients look (status.message), once.
+        await self._durable_session(turn, reserved)
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED,
                                     agent_message(task_id, context_id, "2", answer) if answer else None,
                                     metadata={"iac_code": metadata})
         return answer
+
+    async def pipeline_handed_off(self, context_id: str, session: Mapping[str, Any]) -> bool:
+        """Whether the runtime's pipeline for ``context_id`` handed off by its own durable state (``handed_off`` of
+        the :class:`~iac_code.tasks.run_modes.ModeRouter`; ``False`` for runtimes without it)."""
+        ask = getattr(self._runtime, "handed_off", None)
+        if ask is None:
+            return False
+        try:
+            return bool(await ask(context_id, session))
+        except Exception:
+            logger.exception("Agent runtime %r failed to say whether context %s handed off",
+                             getattr(self._runtime, "name", "?"), context_id)
+            return False
 
     async def interrupt(self, interrupt: Interrupt) -> bool:
         """Offer user text to the runtime's running turn on its context (``runtime.interrupt``, when it has one);

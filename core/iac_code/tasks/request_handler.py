@@ -288,7 +288,7 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
                 raise UnsupportedOperationError(
                     message=f"Task {task_id} is in terminal state: {TaskState.Name(existing.status.state)}")
         if pipeline_mode:
-            self._check_cleanup_only(params, context, context_id or "")
+            await self._check_cleanup_only(params, context, context_id or "")
         request = await self._request_context_builder.build(
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
@@ -358,9 +358,12 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         params.message.task_id = candidate
         return candidate
 
-    def _check_cleanup_only(self, params: SendMessageRequest, context: ServerCallContext, context_id: str) -> None:
+    async def _check_cleanup_only(self, params: SendMessageRequest, context: ServerCallContext,
+                                  context_id: str) -> None:
         """Pipeline mode: ``cleanupOnly: true`` needs a context whose pipeline has handed off (-32602), checked
-        before anything is reserved; with a shared backend a context held elsewhere is checked once reserved."""
+        before anything is reserved; with a shared backend a context held elsewhere is checked once reserved.
+        A session that does not say so is checked against the pipeline's own durable state (a crash may have cut
+        the turn that handed off before the session was written)."""
         assert self._contexts is not None
         raw = context.state.get(RAW_PARAMS_KEY)
         metadata = iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None)
@@ -369,7 +372,10 @@ class KernelRequestHandler(RemoteTurns, DefaultRequestHandler):
         session = self._contexts.session_of(resolve_user_scope(context), context_id) if context_id else None
         if session is None and context_id and self._link is not None:
             return  # its session is in the shared backend: _keep_session_pipeline reads it
-        if not pipeline_handed_off(session or {}):
+        if pipeline_handed_off(session or {}):
+            return
+        ask = getattr(self.agent_executor, "pipeline_handed_off", None)
+        if session is None or ask is None or not await ask(context_id, session):
             raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
 
     def _offer_to_running_turn(self, request: RequestContext, turn_input: TurnInput,

@@ -223,14 +223,17 @@ class PipelineRuntime:
         return self.store.directory / (hashlib.sha256(context_id.encode("utf-8")).hexdigest()[:40] + ".state.json")
 
     async def save_state(self, context_id: str, state: dict[str, Any]) -> None:
-        """Write the run's state atomically (nothing when persistence is off)."""
+        """Write the run's state atomically (nothing when persistence is off), as its next ``revision``."""
         path = self._state_path(context_id)
         if path is not None:
+            state["revision"] = int(state.get("revision", 0)) + 1
             data = json.dumps(state, ensure_ascii=False, sort_keys=True).encode("utf-8")
             await asyncio.to_thread(atomic_write, path, data)
 
     def _load_state(self, turn: TurnRequest) -> dict[str, Any] | None:
-        """The session's state, or the state file's when that is newer (the kernel lost the end of a cut turn)."""
+        """The session's state, or the state file's when that is newer (the kernel lost the end of a cut turn): the
+        one that knows more events, and of two that know as many the later revision (the kernel may have written
+        the session while the turn ran, with the state as it was between two of the file's revisions)."""
         session = turn.session.get("pipeline")
         path = self._state_path(turn.context_id)
         stored: dict[str, Any] | None = None
@@ -241,9 +244,22 @@ class PipelineRuntime:
         candidates = [s for s in (session, stored) if isinstance(s, dict)]
         if not candidates:
             return None
-        best = max(candidates, key=lambda s: int(s.get("lastSequence", 0)))
+        best = max(candidates, key=lambda s: (int(s.get("lastSequence", 0)), int(s.get("revision", 0))))
         turn.session["pipeline"] = best
         return best
+
+    async def handed_off(self, context_id: str) -> bool:
+        """Whether the context's run handed off, by the state file (the kernel asks when its session does not say
+        so: a crash cut the turn that handed off before the session was written)."""
+        path = self._state_path(context_id)
+        if path is None or not path.exists():
+            return False
+        try:
+            raw = await asyncio.to_thread(read_private_file, path)
+            state = json.loads(raw) if raw else None
+        except (OSError, ValueError):
+            return False
+        return isinstance(state, dict) and state.get("phase") == "handed_off"
 
     def new_state(self, turn: TurnRequest) -> dict[str, Any]:
         """A fresh run's state."""
@@ -256,6 +272,8 @@ class PipelineRuntime:
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
         state = self._load_state(turn) if turn.run_mode == "pipeline" else None
+        if state is not None and state.get("phase") == "handed_off":  # the kernel's session may have missed it
+            mark_pipeline_handoff(turn.session, str(state.get("outcome", "completed")))
         if state is not None and state.get("phase") == "handed_off" and turn.run_mode == "pipeline" \
                 and turn.metadata.get("cleanupOnly") is True:  # remove what the run deployed (:mod:`.cleanup`)
             run = RunTurn(self, turn, state)

@@ -210,7 +210,7 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
         "mode": "pipeline", "persistence-dir": str(state_dir), "pipeline-name": pipeline, "deployer": "ros",
         "ros-endpoint": fake_ros.endpoint, "ros-access-key-id": "LTAI5tCrashLoopKeyId",
         "ros-access-key-secret": "crash-loop-secret", "ros-poll-interval-seconds": 0.05,
-        "permission-rules": {"allow": ["ros_deploy"]}}))
+        "permission-rules": {"allow": ["ros_deploy", "ros_delete_stack"]}}))
     fake_ros.hold = "(held)" in boundary
     rich = {"iac_code": {"candidatePresentation": "rich-v1"}}
     async with aiohttp.ClientSession() as http:
@@ -254,6 +254,14 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
             assert final == journaled + after  # the state endpoint: the journal, as streamed
             assert_journal_sound(final)
 
+            # The handoff survived the crash for the kernel too: a cleanupOnly continuation is accepted and removes
+            # the stack (the deletion allowed by its rule).
+            cleanup, _, _ = await stream_turn(http, url, "clean up", n=n, context_id=context_id,
+                                              metadata={"iac_code": {"cleanupOnly": True}})
+            assert [e["eventType"] for e in cleanup][-2:] == ["stack_current_changed", "cleanup_completed"], cleanup
+            assert cleanup[-1]["data"]["outcome"] == "deleted"
+            assert (await pipeline_state(http, url, context_id))["events"] == final + cleanup
+
     assert final[-1]["eventType"] == "pipeline_handoff_ready" and final[-1]["data"]["outcome"] == "completed"
     completed = [e["data"]["stepId"] for e in final if e["eventType"] == "step_completed"]
     assert sorted(completed) == sorted(STEPS[pipeline])  # every step once, none redone after it completed
@@ -264,6 +272,7 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
             assert sorted(e["candidate"]["index"] for e in final if e["eventType"] == event_type) == [1, 2, 3]
     assert fake_ros.created == 1 and len(fake_ros.stacks) == 1 and len(fake_ros.tokens) == 1  # the stack once
     assert deployment["data"]["conclusion"]["stack_id"] == next(iter(fake_ros.stacks))
+    assert fake_ros.deletions == 1 and not fake_ros.alive()
 
 
 async def test_the_journal_publishes_a_lifecycle_event_once_and_questions_every_time(tmp_path: Path) -> None:
