@@ -36,10 +36,9 @@ from iac_code.api import (
     read_private_file,
     set_working_template,
 )
-from iac_code_pipeline_selling import cleanup, interrupts
+from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import match_question
 from iac_code_pipeline_selling.backups import Backups
-from iac_code_pipeline_selling.deploy import stored_template_text
 from iac_code_pipeline_selling.journal import JournalStore, envelope
 from iac_code_pipeline_selling.pricing import PriceTable
 from iac_code_pipeline_selling.texts import text
@@ -249,8 +248,9 @@ class PipelineRuntime:
         return best
 
     async def handed_off(self, context_id: str) -> bool:
-        """Whether the context's run handed off, by the state file (the kernel asks when its session does not say
-        so: a crash cut the turn that handed off before the session was written)."""
+        """Whether the context's run handed off, by the state file or, when a crash kept the state from recording
+        it, by the journal (the kernel asks when its session does not say so: a crash cut the turn that handed off
+        before the session was written)."""
         path = self._state_path(context_id)
         if path is None or not path.exists():
             return False
@@ -259,7 +259,9 @@ class PipelineRuntime:
             state = json.loads(raw) if raw else None
         except (OSError, ValueError):
             return False
-        return isinstance(state, dict) and state.get("phase") == "handed_off"
+        if not isinstance(state, dict):
+            return False
+        return state.get("phase") == "handed_off" or self._journaled_handoff(context_id, state) is not None
 
     def new_state(self, turn: TurnRequest) -> dict[str, Any]:
         """A fresh run's state."""
@@ -272,13 +274,13 @@ class PipelineRuntime:
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
         state = self._load_state(turn) if turn.run_mode == "pipeline" else None
-        if state is not None and state.get("phase") == "handed_off":  # the kernel's session may have missed it
-            mark_pipeline_handoff(turn.session, str(state.get("outcome", "completed")))
+        if state is not None:
+            await self._settle_handoff(turn, state)
         if state is not None and state.get("phase") == "handed_off" and turn.run_mode == "pipeline" \
                 and turn.metadata.get("cleanupOnly") is True:  # remove what the run deployed (:mod:`.cleanup`)
             run = RunTurn(self, turn, state)
             summary: list[str] = []
-            async for event in self._pump(run, lambda: cleanup.clean_up(self, run)):
+            async for event in self._pump(run, lambda: self.clean_up(run)):
                 if isinstance(event, TextDelta):
                     summary.append(event.text)
                 yield event
@@ -381,9 +383,17 @@ class PipelineRuntime:
         return None
 
     def cleanup_targets(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The cloud resources the run created that a ``cleanupOnly`` continuation removes: the stack a ``deployer:
-        ros`` deploy created, until a cleanup deleted it (none without a deployer)."""
-        return cleanup.targets_of(state)
+        """The cloud resources the run created that a ``cleanupOnly`` continuation removes (none here; a deploying
+        pipeline has :class:`~.deployed.DeployedResources`)."""
+        return []
+
+    async def clean_up(self, run: RunTurn) -> None:
+        """The ``cleanupOnly`` continuation of a handed-off run (:class:`~.deployed.DeployedResources`)."""
+        raise NotImplementedError
+
+    async def template_text(self, context_id: str, template: Mapping[str, Any]) -> str | None:
+        """A stored template's text (``None``: not available; :class:`~.deployed.DeployedResources` reads it)."""
+        return None
 
     async def started_or_resumed(self, run: RunTurn) -> None:
         """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""
@@ -512,16 +522,41 @@ class PipelineRuntime:
         await run.emit("pipeline_handoff_ready", "pipeline", status, {
             "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary},
             protect=resume)
+        await self._record_handoff(run, outcome)
+        if outcome == "completed":
+            run.say(text(run.language, "handoff"))
+        elif outcome != "early_exit":
+            run.say(summary)
+
+    async def _record_handoff(self, run: RunTurn, outcome: str) -> None:
+        """Record the handoff (after its event was journaled): the run's state, the chosen template for the chat,
+        the kernel's session marker."""
         run.state["phase"] = "handed_off"
         run.state["outcome"] = outcome
         run.state.pop("pendingInput", None)
         await self._hand_over_template(run)
         mark_pipeline_handoff(run.turn.session, outcome)
         await self.save_state(run.turn.context_id, run.state)
-        if outcome == "completed":
-            run.say(text(run.language, "handoff"))
-        elif outcome != "early_exit":
-            run.say(summary)
+
+    def _journaled_handoff(self, context_id: str, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The run's ``pipeline_handoff_ready`` when the journal holds it (it is journaled, so published, before the
+        state records the handoff: a crash in between leaves the state behind the journal)."""
+        run_id = state.get("pipelineRunId")
+        for event in reversed(self.store.journal(context_id).events):
+            if event.get("eventType") == "pipeline_handoff_ready" and event.get("pipelineRunId") == run_id:
+                return event
+        return None
+
+    async def _settle_handoff(self, turn: TurnRequest, state: dict[str, Any]) -> None:
+        """A run whose handoff was published but not recorded (kill -9 in between) is recorded as handed off; a
+        handed-off run's marker is put back into the kernel's session (a crash may have kept it from being written)."""
+        if state.get("phase") != "handed_off":
+            handoff = self._journaled_handoff(turn.context_id, state)
+            if handoff is None:
+                return
+            outcome = str((handoff.get("data") or {}).get("outcome", "completed"))
+            await self._record_handoff(RunTurn(self, turn, state), outcome)
+        mark_pipeline_handoff(turn.session, str(state.get("outcome", "completed")))
 
     async def _hand_over_template(self, run: RunTurn) -> None:
         """The chosen candidate's template becomes the context's working template: the chat that answers after the
@@ -530,7 +565,7 @@ class PipelineRuntime:
         if chosen is None:
             return
         candidate, template = chosen
-        body = await stored_template_text(self, run.turn.context_id, template)
+        body = await self.template_text(run.turn.context_id, template)
         if body is None:
             logger.warning("The chosen template %s is not available for the chat.", template.get("filename"))
             return

@@ -18,6 +18,7 @@ from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understand
 from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import parse_selection
 from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
+from iac_code_pipeline_selling.deployed import DeployedResources
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates
 from iac_code_pipeline_selling.runner import Layout, PipelineRuntime, RunTurn, new_hex, presentation, slug, template_filename
 from iac_code_pipeline_selling.texts import text
@@ -30,7 +31,7 @@ SUB_PIPELINE = "evaluate_candidate"
 SUB_STEPS = ("template_generating", "cost_estimating")
 
 
-class SellingPipeline(PipelineRuntime):
+class SellingPipeline(DeployedResources, PipelineRuntime):
     """The ``selling`` pipeline: one instance serves every context (their turns never overlap)."""
 
     layout = LAYOUT

@@ -27,6 +27,7 @@ import yaml
 from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understanding
 from iac_code_pipeline_selling.answers import is_rejection, parse_confirmation, parse_selection
 from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
+from iac_code_pipeline_selling.deployed import DeployedResources
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates, planned_resources
 from iac_code_pipeline_selling.runner import (
     Layout,
@@ -64,7 +65,7 @@ def template_parameters(template_text: str) -> dict[str, dict[str, Any]]:
     return {str(k): dict(v) if isinstance(v, dict) else {} for k, v in parameters.items()}
 
 
-class SolutionFirstPipeline(PipelineRuntime):
+class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
     """``selling_solution_first``: choose a solution first, then confirm its materialized template, then deploy."""
 
     layout = LAYOUT
