@@ -29,6 +29,7 @@ from typing import Any
 
 from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, TemplateFixer, Understanding
 from iac_code.agents.questions import ASK_USER_QUESTION, QUESTION_TIMEOUT_SECONDS, UserQuestion, match_question
+from iac_code.agents.working_template import WorkingTemplate, set_working_template, working_template
 from iac_code.agents.runtime import (
     AgentRuntime,
     ApiCall,
@@ -337,6 +338,7 @@ __all__ = [
     "Usage",
     "UserQuestion",
     "Written",
+    "WorkingTemplate",
     "api_version_problem",
     "atomic_write",
     "client_transports",
@@ -389,6 +391,7 @@ __all__ = [
     "run_until_stopped",
     "seq_of",
     "serve_frame",
+    "set_working_template",
     "sort_key",
     "spawn",
     "sweep_temp_files",
@@ -398,5 +401,6 @@ __all__ = [
     "url_secrets",
     "version_number",
     "without_effect",
+    "working_template",
     "write_new_private_file",
 ]

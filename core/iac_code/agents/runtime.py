@@ -219,6 +219,11 @@ class AgentRuntime(Protocol):
     calls it for a pipeline-mode message on a context whose turn is running; ``True`` takes the
     message into that turn (the caller follows the running task), ``False`` leaves the kernel's
     "already working" refusal. It must not block on the turn.
+
+    A pipeline runtime may also have ``async def handed_off(self, context_id: str) -> bool``: whether
+    its durable run state shows the context's pipeline handed off to normal chat. The kernel asks it
+    when the context's session does not say so (a crash cut the turn that handed off before the
+    session was written), before refusing a ``cleanupOnly`` continuation.
     """
 
     name: str

@@ -162,6 +162,15 @@ class ContextRegistry:
             return
         self.save(state)
 
+    async def persist(self, state: ContextState) -> None:
+        """Write the context's snapshot and wait until it is on disk: a pipeline turn's session holds what the next
+        request is checked against (its handoff, the task it waits on), so it is durable before the turn's end is
+        acknowledged. Nothing to wait for without persistence or with a shared backend (written at release)."""
+        if self._link is not None or self._dir is None or self._writer is None:
+            return
+        self.save(state)
+        await self._writer.barrier()
+
     def save(self, state: ContextState) -> None:
         del state.history[:-HISTORY_LIMIT]
         if self._dir is not None and self._writer is not None:

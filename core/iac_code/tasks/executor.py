@@ -211,7 +211,7 @@ class RuntimeExecutor(AgentExecutor):
                 manifest=turn_input.decoded.manifest, history=tuple(reserved.history), session=reserved.session,
                 metadata=turn_input.metadata, run_mode=turn_input.run_mode, pipeline_name=turn_input.pipeline_name,
                 llm_headers=self.llm_headers.live(owner, context_id))
-            answer = await self._run(turn, updater, context.call_context)
+            answer = await self._run(turn, updater, context.call_context, reserved)
             if answer is not None:
                 ending = "normal-turn-ended"
                 reserved.history.append({"role": "user", "text": turn.prompt})
@@ -246,12 +246,18 @@ class RuntimeExecutor(AgentExecutor):
         return TurnPoint(owner, context_id, task_id, kind, event.tool_use_id, event.name,
                          failed=isinstance(event, ToolFailed), announce=announce)
 
-    async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext) -> str | None:
+    async def _run(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
+                   reserved: ContextState) -> str | None:
         """Translate the runtime's events; return the final answer (``None`` if the turn failed)."""
-        return await self._run_events(turn, updater, call_context, None, "")
+        return await self._run_events(turn, updater, call_context, None, "", reserved)
+
+    async def _durable_session(self, turn: TurnRequest, reserved: ContextState) -> None:
+        """Before a pipeline turn's end is published: its session (the handoff, the task it waits on) on disk."""
+        if turn.run_mode == "pipeline" and self.contexts is not None:
+            await self.contexts.persist(reserved)
 
     async def _translate(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
-                         tool_spans: Any, events: Any = None, said: str = "") -> str | None:
+                         tool_spans: Any, reserved: ContextState, events: Any = None, said: str = "") -> str | None:
         """``events``: the runtime's events (default: a new ``run_turn``); ``said``: text of the turn before them."""
         task_id, context_id = turn.task_id, turn.context_id
         chunks: list[str] = [said] if said else []
@@ -293,6 +299,7 @@ class RuntimeExecutor(AgentExecutor):
                     await gates.safe_point(self._point(owner, context_id, task_id, PERMISSION, updater, event))
                 event.allowed = await self._permission(event, turn, updater, call_context, "".join(chunks))
             elif isinstance(event, TurnFailed):
+                await self._durable_session(turn, reserved)
                 state = TaskState.TASK_STATE_INPUT_REQUIRED if event.retryable else TaskState.TASK_STATE_FAILED
                 await updater.update_status(
                     state, agent_message(task_id, context_id, str(int(state)), event.message[:1000]),
@@ -305,10 +312,24 @@ class RuntimeExecutor(AgentExecutor):
         if usage is not None:
             metadata["usage"] = usage_metadata(usage)
         # One final event: the turn's end carries its answer where clients look (status.message), once.
+        await self._durable_session(turn, reserved)
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED,
                                     agent_message(task_id, context_id, "2", answer) if answer else None,
                                     metadata={"iac_code": metadata})
         return answer
+
+    async def pipeline_handed_off(self, context_id: str, session: Mapping[str, Any]) -> bool:
+        """Whether the runtime's pipeline for ``context_id`` handed off by its own durable state (``handed_off`` of
+        the :class:`~iac_code.tasks.run_modes.ModeRouter`; ``False`` for runtimes without it)."""
+        ask = getattr(self._runtime, "handed_off", None)
+        if ask is None:
+            return False
+        try:
+            return bool(await ask(context_id, session))
+        except Exception:
+            logger.exception("Agent runtime %r failed to say whether context %s handed off",
+                             getattr(self._runtime, "name", "?"), context_id)
+            return False
 
     async def interrupt(self, interrupt: Interrupt) -> bool:
         """Offer user text to the runtime's running turn on its context (``runtime.interrupt``, when it has one);
@@ -522,17 +543,17 @@ class RuntimeExecutor(AgentExecutor):
             "kind": "permission", **ids, "decision": effective, "recovered": True, "duplicate": False}}})
         request.allowed, request.decided_by = allowed, "interactive"
         said = str(record.get("turn", {}).get("text") or "")
-        answer = await self._run_events(turn, updater, call_context, resumption.events, said)
+        answer = await self._run_events(turn, updater, call_context, resumption.events, said, reserved)
         if answer is not None:
             reserved.history.append({"role": "user", "text": turn.prompt})
             reserved.history.append({"role": "assistant", "text": answer})
 
     async def _run_events(self, turn: TurnRequest, updater: TaskUpdater, call_context: ServerCallContext,
-                          events: Any, said: str) -> str | None:
+                          events: Any, said: str, reserved: ContextState) -> str | None:
         """:meth:`_run` over ``events`` (``None``: a new ``run_turn``; else those of a resumed runtime, after ``said``)."""
         with tracing.tool_spans() as tool_spans:  # a span per tool call (tracing: true)
             try:
-                return await self._translate(turn, updater, call_context, tool_spans, events, said)
+                return await self._translate(turn, updater, call_context, tool_spans, reserved, events, said)
             except WaitSuspended:  # the permission wait was suspended: the live turn ends here
                 return None
 

@@ -47,6 +47,8 @@ DENY = "deny"
 ANSWER_FIELDS = frozenset({"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"})
 ALIYUN_API = "aliyun_api"
 ROS_DEPLOY = "ros_deploy"  # a pipeline's stack creation: a cloud change like a write through aliyun_api
+ROS_DELETE_STACK = "ros_delete_stack"  # a pipeline's cleanup removing the stack it deployed
+STACK_TOOLS = frozenset({ROS_DEPLOY, ROS_DELETE_STACK})  # protected cloud changes allowed only by a rule naming them
 PERMISSION_NOT_ACTIVE = "permission_resume_invalid: pending permission is not active."
 _EXACT_API_RULE = re.compile(r"aliyun_api\((?P<product>[A-Za-z0-9_-]+):(?P<action>[A-Za-z0-9_]+)\)")
 READ_TOOLS = frozenset({"read_file", "glob", "grep", "list_files"})
@@ -63,9 +65,9 @@ class Decision:
 
 
 def is_protected(request: PermissionRequest) -> bool:
-    """A cloud API call not proven read-only, or a deploy: only an exact rule may allow it (an exact per-API rule
-    for ``aliyun_api``, the tool's own name for ``ros_deploy``)."""
-    return request.tool_name in (ALIYUN_API, ROS_DEPLOY) and request.is_read_only is not True
+    """A cloud API call not proven read-only, a deploy or a stack deletion: only an exact rule may allow it (an exact
+    per-API rule for ``aliyun_api``, the tool's own name for ``ros_deploy`` and ``ros_delete_stack``)."""
+    return (request.tool_name == ALIYUN_API or request.tool_name in STACK_TOOLS) and request.is_read_only is not True
 
 
 def _api_of(request: PermissionRequest) -> tuple[str, str]:
@@ -84,7 +86,7 @@ class PermissionPolicy:
     def decide(self, request: PermissionRequest) -> Decision | None:
         if any(self._matches(rule, request) for rule in self._deny):
             return Decision(False, "rule")
-        exact = [r for r in self._allow if _EXACT_API_RULE.fullmatch(r) or r == ROS_DEPLOY]
+        exact = [r for r in self._allow if _EXACT_API_RULE.fullmatch(r) or r in STACK_TOOLS]
         if any(self._matches(rule, request) for rule in exact):
             return Decision(True, "rule")
         if is_protected(request):

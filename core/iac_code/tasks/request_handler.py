@@ -301,7 +301,7 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
                 raise UnsupportedOperationError(
                     message=f"Task {task_id} is in terminal state: {TaskState.Name(existing.status.state)}")
         if pipeline_mode:
-            self._check_cleanup_only(params, context, context_id or "")
+            await self._check_cleanup_only(params, context, context_id or "")
         if context_id and self._waits is not None:
             await self._refuse_beside_suspended(params, context, context_id)
         request = await self._request_context_builder.build(
@@ -380,9 +380,12 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
         params.message.task_id = candidate
         return candidate
 
-    def _check_cleanup_only(self, params: SendMessageRequest, context: ServerCallContext, context_id: str) -> None:
+    async def _check_cleanup_only(self, params: SendMessageRequest, context: ServerCallContext,
+                                  context_id: str) -> None:
         """Pipeline mode: ``cleanupOnly: true`` needs a context whose pipeline has handed off (-32602), checked
-        before anything is reserved; with a shared backend a context held elsewhere is checked once reserved."""
+        before anything is reserved; with a shared backend a context held elsewhere is checked once reserved.
+        A session that does not say so is checked against the pipeline's own durable state (a crash may have cut
+        the turn that handed off before the session was written)."""
         assert self._contexts is not None
         raw = context.state.get(RAW_PARAMS_KEY)
         metadata = iac_code_metadata(params.message, raw.get("message") if isinstance(raw, dict) else None)
@@ -391,7 +394,10 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
         session = self._contexts.session_of(resolve_user_scope(context), context_id) if context_id else None
         if session is None and context_id and self._link is not None:
             return  # its session is in the shared backend: _keep_session_pipeline reads it
-        if not pipeline_handed_off(session or {}):
+        if pipeline_handed_off(session or {}):
+            return
+        ask = getattr(self.agent_executor, "pipeline_handed_off", None)
+        if session is None or ask is None or not await ask(context_id, session):
             raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
 
     def _offer_to_running_turn(self, request: RequestContext, turn_input: TurnInput,

@@ -85,6 +85,13 @@ class ModeRouter:
             raise NotImplementedError("this turn's runtime cannot resume")
         return resume(turn, frame)  # type: ignore[no-any-return]
 
+    async def handed_off(self, context_id: str, session: Mapping[str, Any]) -> bool:
+        """Whether the context's pipeline (its session's, else the server's) says, from its own durable state, that
+        it handed off (pipelines without ``handed_off`` say no)."""
+        name = durable_pipeline(session) or self.default_pipeline
+        ask = getattr(self.pipelines.get(name), "handed_off", None)
+        return bool(await ask(context_id)) if ask is not None else False
+
     async def interrupt(self, interrupt: Interrupt) -> bool:
         """Offer user text for a running turn to the pipelines (the one running that context takes it)."""
         for pipeline in self.pipelines.values():

@@ -18,6 +18,9 @@ until the stack's final status (since-0.13 §2.1, §2.2, §2.5, §6).
    ``CREATE_COMPLETE`` completes the step with its ``deployment`` conclusion (``status: "success"``); any other
    final status, a ROS error or the wait running out fails it (``step_failed``, ``pipeline_failed``) with the
    sanitised reason. Every text that leaves here went through :func:`~.ros_client.sanitise`.
+4. **The current stack.** Once ROS has a stack for the run (whatever its final status), ``stack_current_changed``
+   (scope ``stack``, ``action: "create"``, ``current: true``) says it is the context's current stack, the one a
+   ``cleanupOnly`` continuation removes (:mod:`.cleanup`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import dataclasses
 import hashlib
 import logging
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 from iac_code.api import PermissionRequest, permission_envelope
 from iac_code_pipeline_selling.deploy_config import DEFAULT_REGION, RosSettings
 from iac_code_pipeline_selling.ros_client import SUCCESS_STATUS, RosClient, RosError, StackInfo, sanitise
-from iac_code_pipeline_selling.runner import new_hex
 
 if TYPE_CHECKING:
     from iac_code_pipeline_selling.runner import PipelineRuntime, RunTurn
@@ -99,6 +102,80 @@ def client_token(run_id: str, plan: DeployPlan) -> str:
     CreateStack sent again (a resume, a retry) is the same request to ROS (at most 64 ASCII characters)."""
     seed = "\n".join((run_id, str(plan.candidate_index), plan.stack_name, plan.region_id, str(plan.template["sha256"])))
     return "iac-code-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:48]
+
+
+def new_hex() -> str:
+    """32 random hex digits."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The caller's (or a rule's) decision on a permission a pipeline asked: the ``permission_resolved`` data
+    without ``kind`` (``resolved``) and whether it allows the call."""
+
+    allowed: bool
+    resolved: Mapping[str, Any]
+    decided_by: str
+
+
+async def ask_permission(run: RunTurn, request: PermissionRequest, *, scope: str,
+                         extra: Mapping[str, Any] | None = None) -> Decided:
+    """Ask the kernel's permission system for ``request`` (its ``input_id`` set) on the pipeline's behalf:
+    ``permission_requested`` (``permission``: the envelope the kernel shows), the request itself (the kernel decides
+    by its rules or asks the caller, the task waiting in INPUT_REQUIRED), then ``permission_resolved``."""
+    display = permission_envelope(request, task_id=run.turn.task_id, context_id=run.turn.context_id,
+                                  input_id=request.input_id, language=run.language)
+    await run.emit("permission_requested", scope, "input_required",
+                   {"toolName": request.tool_name, "toolUseId": request.tool_use_id},
+                   extra={**(extra or {}), "permission": display})
+    run.out.put_nowait(request)
+    await run.kernel_done()  # the kernel has decided: rules, or the caller's answer
+    allowed = request.allowed is True
+    resolved: dict[str, Any] = {"permissionId": request.input_id, "inputId": request.input_id,
+                                "toolUseId": request.tool_use_id, "toolName": request.tool_name,
+                                "decision": "allow_once" if allowed else "deny", "pending": False}
+    if request.decided_by in ("rule", "auto-approve"):
+        resolved["automatic"] = True
+    if request.decided_by == "timeout":
+        resolved["timedOut"] = True
+    await run.emit("permission_resolved", scope, "working", {"kind": "permission", **resolved},
+                   extra={**(extra or {}), "permission": resolved})
+    return Decided(allowed, resolved, request.decided_by)
+
+
+async def stack_current_changed(run: RunTurn, action: str, stack: Mapping[str, Any], *, success: bool, current: bool,
+                                extra: Mapping[str, Any] | None = None) -> None:
+    """``stack_current_changed`` (scope ``stack``, §2.5): ``action`` (``create`` by a deploy, ``delete`` by a
+    cleanup) made ``stack`` (a deploy or cleanup record: ``stackId``, ``stackName``, ``regionId``, ``status``) the
+    context's current stack (``current: true``) or cleared it (``current: false, cleared: true``)."""
+    data: dict[str, Any] = {"action": action, "stackId": str(stack.get("stackId", "")),
+                            "stackName": str(stack.get("stackName", "")), "regionId": str(stack.get("regionId", "")),
+                            "stackStatus": str(stack.get("status", "")), "isSuccess": success, "current": current}
+    if not current:
+        data["cleared"] = True
+    await run.emit("stack_current_changed", "stack", "working", data, extra=extra)
+
+
+async def stored_template_text(pipeline: PipelineRuntime, context_id: str, template: Mapping[str, Any]) -> str | None:
+    """A pipeline's stored template (its record: ``filename``, ``sha256``, ``artifact_id`` when known) as text: from
+    the kernel's artifact store, else its ``artifact_created`` event; only a text matching the recorded SHA-256."""
+    sha = str(template.get("sha256", ""))
+    candidates: list[str] = []
+    artifacts = getattr(pipeline.services.context, "artifacts", None)
+    if template.get("artifact_id") and artifacts is not None:
+        try:
+            found = await artifacts.find(str(template["artifact_id"]), str(template["filename"]))
+        except Exception:  # noqa: BLE001 - an unreadable store is the same as a missing artifact
+            logger.warning("The stored template %s could not be read.", template.get("filename"))
+            found = None
+        if found is not None:
+            candidates.append(found[1].decode("utf-8", errors="replace"))
+    for event in reversed(pipeline.store.journal(context_id).events):
+        artifact = event.get("artifact") if event.get("eventType") == "artifact_created" else None
+        if isinstance(artifact, Mapping) and artifact.get("filename") == template.get("filename"):
+            candidates.append(str(artifact.get("content", "")))
+    return next((c for c in candidates if hashlib.sha256(c.encode("utf-8")).hexdigest() == sha), None)
 
 
 def _outputs(info: StackInfo, secrets: tuple[str, ...]) -> list[dict[str, str]]:
@@ -216,50 +293,16 @@ class RosDeploy:
              "template": str(plan.template["filename"]),
              "parameters": dict(plan.parameters)},
             is_read_only=False, operation=self._operation(plan, plan.stack_name, region_id), input_id=input_id)
-        display = permission_envelope(request, task_id=run.turn.task_id, context_id=run.turn.context_id,
-                                      input_id=input_id, language=run.language)
-        await run.emit("permission_requested", "step", "input_required",
-                       {"toolName": TOOL_NAME, "toolUseId": tool_use_id},
-                       extra={"step": run.step(step_id), "permission": display})
-        run.out.put_nowait(request)
-        await run.kernel_done()  # the kernel has decided: rules, or the caller's answer
-        allowed = request.allowed is True
-        resolved: dict[str, Any] = {"permissionId": input_id, "inputId": input_id, "toolUseId": tool_use_id,
-                                    "toolName": TOOL_NAME, "decision": "allow_once" if allowed else "deny",
-                                    "pending": False}
-        if request.decided_by in ("rule", "auto-approve"):
-            resolved["automatic"] = True
-        if request.decided_by == "timeout":
-            resolved["timedOut"] = True
-        await run.emit("permission_resolved", "step", "working", {"kind": "permission", **resolved},
-                       extra={"step": run.step(step_id), "permission": resolved})
-        record.update(phase="allowed" if allowed else "denied", decision=resolved["decision"],
-                      decidedBy=request.decided_by)
+        decided = await ask_permission(run, request, scope="step", extra={"step": run.step(step_id)})
+        record.update(phase="allowed" if decided.allowed else "denied", decision=decided.resolved["decision"],
+                      decidedBy=decided.decided_by)
         await run.record(step_id, status="running")
         return record
 
     # ------------------------------------------------------------------ CreateStack, exactly once
 
     async def _template_body(self, run: RunTurn, plan: DeployPlan) -> str | None:
-        """The stored template's text (the kernel's artifact store, else its ``artifact_created`` event), checked
-        against its recorded SHA-256."""
-        template = plan.template
-        sha = str(template.get("sha256", ""))
-        candidates: list[str] = []
-        artifacts = getattr(self.pipeline.services.context, "artifacts", None)
-        if template.get("artifact_id") and artifacts is not None:
-            try:
-                found = await artifacts.find(str(template["artifact_id"]), str(template["filename"]))
-            except Exception:  # noqa: BLE001 - an unreadable store is the same as a missing artifact
-                logger.warning("The stored template %s could not be read.", template.get("filename"))
-                found = None
-            if found is not None:
-                candidates.append(found[1].decode("utf-8", errors="replace"))
-        for event in reversed(self.pipeline.store.journal(run.turn.context_id).events):
-            artifact = event.get("artifact") if event.get("eventType") == "artifact_created" else None
-            if isinstance(artifact, Mapping) and artifact.get("filename") == template.get("filename"):
-                candidates.append(str(artifact.get("content", "")))
-        return next((c for c in candidates if hashlib.sha256(c.encode("utf-8")).hexdigest() == sha), None)
+        return await stored_template_text(self.pipeline, run.turn.context_id, plan.template)
 
     async def _create(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any], client: RosClient,
                       body: str) -> bool:
@@ -372,6 +415,8 @@ class RosDeploy:
         return conclusion
 
     async def _succeeded(self, run: RunTurn, step_id: str, plan: DeployPlan, record: Mapping[str, Any]) -> None:
+        await stack_current_changed(run, "create", record, success=True, current=True,
+                                    extra={"step": run.step(step_id)})
         await run.step_completed(step_id, self._conclusion(plan, record, "success"))
         message = say(run.language, "deployed", name=plan.candidate_name, stack=record["stackName"],
                       stack_id=record["stackId"], region=record["regionId"])
@@ -399,6 +444,9 @@ class RosDeploy:
                                 "deployment": {**self._conclusion(plan, record, "failed"), "reason": record.get("error")}}
         if record.get("rosCode"):
             data["ros_code"] = record["rosCode"]
+        if record.get("stackId"):  # the stack exists (e.g. rolled back): still the context's, for a cleanup
+            await stack_current_changed(run, "create", record, success=False, current=True,
+                                        extra={"step": run.step(step_id)})
         await run.emit("step_failed", "step", "failed", data, extra={"step": run.step(step_id)})
         await run.record(step_id, status="failed")
         await self.pipeline.finish(run, "failed", message)

@@ -53,7 +53,8 @@ ONCE_TYPES = frozenset({
     "pipeline_started", "step_started", "step_completed", "step_failed", "candidate_started", "candidate_completed",
     "candidate_failed", "candidate_step_started", "candidate_step_completed", "candidate_step_failed",
     "artifact_created", "pipeline_warning", "pipeline_completed", "pipeline_canceled", "pipeline_failed",
-    "pipeline_handoff_ready", "rollback_completed", "candidate_restart_requested",
+    "pipeline_handoff_ready", "rollback_completed", "candidate_restart_requested", "stack_current_changed",
+    "cleanup_started", "cleanup_completed", "cleanup_failed",
 })
 
 
@@ -66,7 +67,8 @@ def once_key(event: Mapping[str, Any]) -> tuple[str, ...] | None:
     return (str(event.get("pipelineRunId", "")), str(event["eventType"]),
             str((event.get("step") or {}).get("runId", "")), str((event.get("candidate") or {}).get("runId", "")),
             str((event.get("candidateStep") or {}).get("runId", "")), str(data.get("stepId", "")),
-            str(data.get("code", "")), str(data.get("backupGeneration", "")), str(data.get("interruptId", "")))
+            str(data.get("code", "")), str(data.get("backupGeneration", "")), str(data.get("interruptId", "")),
+            str(data.get("cleanupId", "")), str(data.get("action", "")), str(data.get("stackId", "")))
 
 
 def torn_pair(event: Mapping[str, Any]) -> bool:

@@ -1,5 +1,6 @@
 """The few ROS (Resource Orchestration Service) calls a deploy makes, through Alibaba Cloud's official SDK
-(``alibabacloud-ros20190910``, its ``*_async`` methods): CreateStack, GetStack, ListStackResources, ListStacks.
+(``alibabacloud-ros20190910``, its ``*_async`` methods): CreateStack, GetStack, ListStackResources, ListStacks and
+DeleteStack (a ``cleanupOnly`` continuation).
 
 Failures are :class:`RosError` with a sanitised message (no secret, signature, request query or local path) and
 whether trying again may help (network errors, throttling, 5xx); the credentials never appear in a ``repr``.
@@ -20,6 +21,8 @@ CONNECT_TIMEOUT_MS = 5_000
 READ_TIMEOUT_MS = 30_000
 IN_PROGRESS_SUFFIX = "_IN_PROGRESS"
 SUCCESS_STATUS = "CREATE_COMPLETE"
+DELETED_STATUS = "DELETE_COMPLETE"
+NOT_FOUND = "StackNotFound"
 RETRYABLE_CODES = ("Throttling", "ServiceUnavailable", "InternalError", "LastTokenProcessing")
 
 
@@ -187,3 +190,9 @@ class RosClient:
         return [{"stackId": str(s.get("StackId") or ""), "status": str(s.get("Status") or ""),
                  "createTime": str(s.get("CreateTime") or "")}
                 for s in body.get("Stacks") or [] if isinstance(s, dict) and s.get("StackName") == stack_name]
+
+    async def delete_stack(self, stack_id: str) -> None:
+        """DeleteStack: ROS starts removing the stack and its resources (GetStack then says ``DELETE_IN_PROGRESS``
+        until ``DELETE_COMPLETE``, or ``StackNotFound`` once it is gone)."""
+        await self._call("delete_stack_async", ros_models.DeleteStackRequest(region_id=self.region_id,
+                                                                             stack_id=stack_id))

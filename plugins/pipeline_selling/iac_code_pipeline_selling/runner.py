@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,12 @@ from iac_code.api import (
     TurnFailed,
     TurnRequest,
     Understanding,
+    WorkingTemplate,
     atomic_write,
     mark_pipeline_handoff,
     mark_pipeline_waiting,
     read_private_file,
+    set_working_template,
 )
 from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import match_question
@@ -222,14 +224,17 @@ class PipelineRuntime:
         return self.store.directory / (hashlib.sha256(context_id.encode("utf-8")).hexdigest()[:40] + ".state.json")
 
     async def save_state(self, context_id: str, state: dict[str, Any]) -> None:
-        """Write the run's state atomically (nothing when persistence is off)."""
+        """Write the run's state atomically (nothing when persistence is off), as its next ``revision``."""
         path = self._state_path(context_id)
         if path is not None:
+            state["revision"] = int(state.get("revision", 0)) + 1
             data = json.dumps(state, ensure_ascii=False, sort_keys=True).encode("utf-8")
             await asyncio.to_thread(atomic_write, path, data)
 
     def _load_state(self, turn: TurnRequest) -> dict[str, Any] | None:
-        """The session's state, or the state file's when that is newer (the kernel lost the end of a cut turn)."""
+        """The session's state, or the state file's when that is newer (the kernel lost the end of a cut turn): the
+        one that knows more events, and of two that know as many the later revision (the kernel may have written
+        the session while the turn ran, with the state as it was between two of the file's revisions)."""
         session = turn.session.get("pipeline")
         path = self._state_path(turn.context_id)
         stored: dict[str, Any] | None = None
@@ -240,9 +245,25 @@ class PipelineRuntime:
         candidates = [s for s in (session, stored) if isinstance(s, dict)]
         if not candidates:
             return None
-        best = max(candidates, key=lambda s: int(s.get("lastSequence", 0)))
+        best = max(candidates, key=lambda s: (int(s.get("lastSequence", 0)), int(s.get("revision", 0))))
         turn.session["pipeline"] = best
         return best
+
+    async def handed_off(self, context_id: str) -> bool:
+        """Whether the context's run handed off, by the state file or, when a crash kept the state from recording
+        it, by the journal (the kernel asks when its session does not say so: a crash cut the turn that handed off
+        before the session was written)."""
+        path = self._state_path(context_id)
+        if path is None or not path.exists():
+            return False
+        try:
+            raw = await asyncio.to_thread(read_private_file, path)
+            state = json.loads(raw) if raw else None
+        except (OSError, ValueError):
+            return False
+        if not isinstance(state, dict):
+            return False
+        return state.get("phase") == "handed_off" or self._journaled_handoff(context_id, state) is not None
 
     def new_state(self, turn: TurnRequest) -> dict[str, Any]:
         """A fresh run's state."""
@@ -255,10 +276,17 @@ class PipelineRuntime:
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         """Run the pipeline's part of this turn; after the handoff, normal chat answers."""
         state = self._load_state(turn) if turn.run_mode == "pipeline" else None
+        if state is not None:
+            await self._settle_handoff(turn, state)
         if state is not None and state.get("phase") == "handed_off" and turn.run_mode == "pipeline" \
-                and turn.metadata.get("cleanupOnly") is True:
-            async for event in cleanup_turn(self, RunTurn(self, turn, state)):
+                and turn.metadata.get("cleanupOnly") is True:  # remove what the run deployed (:mod:`.cleanup`)
+            run = RunTurn(self, turn, state)
+            summary: list[str] = []
+            async for event in self._pump(run, lambda: self.clean_up(run)):
+                if isinstance(event, TextDelta):
+                    summary.append(event.text)
                 yield event
+            self.backups.checkpoint(turn, state, "".join(summary))  # like a chat turn's end (non-blocking)
             return
         if turn.run_mode != "pipeline" or (state is not None and state.get("phase") == "handed_off"):
             said: list[str] = []
@@ -275,7 +303,6 @@ class PipelineRuntime:
         if state is None:
             state = turn.session["pipeline"] = self.new_state(turn)
         run = RunTurn(self, turn, state)
-        done = object()
         mark_pipeline_waiting(turn.session, None)  # this turn answers or goes on: nothing waits until it asks again
         self.active[turn.context_id] = run
 
@@ -292,6 +319,26 @@ class PipelineRuntime:
                     await run.emit("pipeline_failed", "pipeline", "failed",
                                    {"step_id": step, "error": "internal_error"})
                 run.out.put_nowait(TurnFailed(f"The {self.layout.name} pipeline failed at step {step}."))
+
+        try:
+            async for event in self._pump(run, drive):
+                yield event
+        finally:
+            if self.active.get(turn.context_id) is run:
+                del self.active[turn.context_id]
+        if run.delegate:
+            async for event in self.services.chat.run_turn(turn):
+                yield event
+
+    @staticmethod
+    async def _pump(run: RunTurn, work: Callable[[], Awaitable[None]]) -> AsyncIterator[RuntimeEvent]:
+        """Run ``work`` (which publishes through ``run.out``) and yield what it queues, in order, until it ends; a
+        :class:`Barrier` is resolved once the kernel asked for the event after it (it handled the ones before)."""
+        done = object()
+
+        async def drive() -> None:
+            try:
+                await work()
             finally:
                 run.out.put_nowait(done)
 
@@ -308,15 +355,10 @@ class PipelineRuntime:
                 yield item
             await task
         finally:
-            if self.active.get(turn.context_id) is run:
-                del self.active[turn.context_id]
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if run.delegate:
-            async for event in self.services.chat.run_turn(turn):
-                yield event
 
     async def _drive(self, run: RunTurn) -> None:
         raise NotImplementedError
@@ -337,10 +379,23 @@ class PipelineRuntime:
         """Drop what the steps from ``target`` on produced, before they run again (a rollback; ``candidates``:
         only these candidates are evaluated again). Nothing by default."""
 
+    def chosen_template(self, state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+        """The chosen candidate and its stored template's record (``filename``, ``media_type``, ``sha256``, …), once
+        the user chose one; handed to normal chat as the context's working template at the handoff."""
+        return None
+
     def cleanup_targets(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The cloud resources the run created that a ``cleanupOnly`` continuation would remove (none: nothing
-        is deployed without a deployer)."""
+        """The cloud resources the run created that a ``cleanupOnly`` continuation removes (none here; a deploying
+        pipeline has :class:`~.deployed.DeployedResources`)."""
         return []
+
+    async def clean_up(self, run: RunTurn) -> None:
+        """The ``cleanupOnly`` continuation of a handed-off run (:class:`~.deployed.DeployedResources`)."""
+        raise NotImplementedError
+
+    async def template_text(self, context_id: str, template: Mapping[str, Any]) -> str | None:
+        """A stored template's text (``None``: not available; :class:`~.deployed.DeployedResources` reads it)."""
+        return None
 
     async def started_or_resumed(self, run: RunTurn) -> None:
         """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""
@@ -470,31 +525,53 @@ class PipelineRuntime:
         await run.emit("pipeline_handoff_ready", "pipeline", status, {
             "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary},
             protect=resume)
-        run.state["phase"] = "handed_off"
-        run.state["outcome"] = outcome
-        run.state.pop("pendingInput", None)
-        mark_pipeline_handoff(run.turn.session, outcome)
-        await self.save_state(run.turn.context_id, run.state)
+        await self._record_handoff(run, outcome)
         if outcome == "completed":
             run.say(text(run.language, "handoff"))
         elif outcome != "early_exit":
             run.say(summary)
 
+    async def _record_handoff(self, run: RunTurn, outcome: str) -> None:
+        """Record the handoff (after its event was journaled): the run's state, the chosen template for the chat,
+        the kernel's session marker."""
+        run.state["phase"] = "handed_off"
+        run.state["outcome"] = outcome
+        run.state.pop("pendingInput", None)
+        await self._hand_over_template(run)
+        mark_pipeline_handoff(run.turn.session, outcome)
+        await self.save_state(run.turn.context_id, run.state)
 
-async def cleanup_turn(pipeline: PipelineRuntime, run: RunTurn) -> AsyncIterator[RuntimeEvent]:
-    """A ``cleanupOnly`` continuation after the handoff: ``cleanup_started`` and, as nothing the run created is
-    left to remove (:meth:`PipelineRuntime.cleanup_targets`), ``cleanup_completed`` with ``nothing_to_clean``; the
-    turn's final status carries the summary under ``assistantFinal.cleanupOnly``."""
-    targets = pipeline.cleanup_targets(run.state)
-    summary = text(run.language, "cleanup_nothing")
-    await run.emit("cleanup_started", "stack", "working", {"reason": "cleanup_only", "resources": targets})
-    result = {"outcome": "nothing_to_clean", "cleaned": [], "summary": summary}
-    await run.emit("cleanup_completed", "stack", "completed", result)
-    run.state["cleanup"] = {"outcome": "nothing_to_clean"}
-    await pipeline.save_state(run.turn.context_id, run.state)
-    run.say(summary)
-    run.out.put_nowait(Progress({"assistantFinal": {"cleanupOnly": result}}, final=True))
-    while not run.out.empty():
-        item = run.out.get_nowait()
-        if not isinstance(item, Barrier):
-            yield item
+    def _journaled_handoff(self, context_id: str, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The run's ``pipeline_handoff_ready`` when the journal holds it (it is journaled, so published, before the
+        state records the handoff: a crash in between leaves the state behind the journal)."""
+        run_id = state.get("pipelineRunId")
+        for event in reversed(self.store.journal(context_id).events):
+            if event.get("eventType") == "pipeline_handoff_ready" and event.get("pipelineRunId") == run_id:
+                return event
+        return None
+
+    async def _settle_handoff(self, turn: TurnRequest, state: dict[str, Any]) -> None:
+        """A run whose handoff was published but not recorded (kill -9 in between) is recorded as handed off; a
+        handed-off run's marker is put back into the kernel's session (a crash may have kept it from being written)."""
+        if state.get("phase") != "handed_off":
+            handoff = self._journaled_handoff(turn.context_id, state)
+            if handoff is None:
+                return
+            outcome = str((handoff.get("data") or {}).get("outcome", "completed"))
+            await self._record_handoff(RunTurn(self, turn, state), outcome)
+        mark_pipeline_handoff(turn.session, str(state.get("outcome", "completed")))
+
+    async def _hand_over_template(self, run: RunTurn) -> None:
+        """The chosen candidate's template becomes the context's working template: the chat that answers after the
+        handoff edits it (e.g. "add a tag env=prod to the VPC" gives an edited template artifact)."""
+        chosen = self.chosen_template(run.state)
+        if chosen is None:
+            return
+        candidate, template = chosen
+        body = await self.template_text(run.turn.context_id, template)
+        if body is None:
+            logger.warning("The chosen template %s is not available for the chat.", template.get("filename"))
+            return
+        set_working_template(run.turn.session, WorkingTemplate(
+            text=body, filename=str(template.get("filename", "")), media_type=str(template.get("media_type", "")),
+            request=str(candidate.get("generation_prompt", "")), source=f"pipeline:{self.layout.name}"))

@@ -19,6 +19,7 @@ from iac_code_pipeline_selling import interrupts
 from iac_code_pipeline_selling.answers import parse_selection
 from iac_code_pipeline_selling.authoring import author_summaries
 from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
+from iac_code_pipeline_selling.deployed import DeployedResources
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates
 from iac_code_pipeline_selling.reviewing import (
     PLAIN_SUB_STEPS,
@@ -38,7 +39,7 @@ SUB_PIPELINE = "evaluate_candidate"
 SUB_STEPS = PLAIN_SUB_STEPS  # with enable_reviewing: REVIEWED_SUB_STEPS (reviewing.py)
 
 
-class SellingPipeline(PipelineRuntime):
+class SellingPipeline(DeployedResources, PipelineRuntime):
     """The ``selling`` pipeline: one instance serves every context (their turns never overlap)."""
 
     layout = LAYOUT
@@ -313,3 +314,8 @@ class SellingPipeline(PipelineRuntime):
 
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
         interrupts.selling_rollback_state(run, target, candidates)
+
+    def chosen_template(self, state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+        candidate = next((c for c in state.get("candidates", []) if c["candidate_index"] == state.get("selected")), None)
+        template = ((candidate or {}).get("evaluation") or {}).get("template")
+        return (candidate, template) if candidate is not None and template else None

@@ -28,6 +28,7 @@ from iac_code.api import ArtifactPayload, ToolCompleted, ToolStarted, Understand
 from iac_code_pipeline_selling.answers import is_rejection, parse_confirmation, parse_selection
 from iac_code_pipeline_selling.authoring import author_summaries
 from iac_code_pipeline_selling.deploy import DeployPlan, default_region, deploy_with_ros
+from iac_code_pipeline_selling.deployed import DeployedResources
 from iac_code_pipeline_selling.planning import check_constraints, mermaid, plan_candidates, planned_resources
 from iac_code_pipeline_selling.runner import (
     Layout,
@@ -65,7 +66,7 @@ def template_parameters(template_text: str) -> dict[str, dict[str, Any]]:
     return {str(k): dict(v) if isinstance(v, dict) else {} for k, v in parameters.items()}
 
 
-class SolutionFirstPipeline(PipelineRuntime):
+class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
     """``selling_solution_first``: choose a solution first, then confirm its materialized template, then deploy."""
 
     layout = LAYOUT
@@ -347,6 +348,12 @@ class SolutionFirstPipeline(PipelineRuntime):
             "effective_deployment_parameters": self._effective(run)})
         run.say(message)
         await self.finish(run, "completed", message)
+
+    def chosen_template(self, state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+        template = state.get("template")
+        candidate = next((c for c in state.get("candidates", []) if isinstance(template, Mapping)
+                          and c["candidate_index"] == template.get("candidate_index") == state.get("selected")), None)
+        return (candidate, template) if candidate is not None else None
 
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
         """Going back (an interrupt): to step 1 drops the choice, its template and overrides; to step 2 the template."""

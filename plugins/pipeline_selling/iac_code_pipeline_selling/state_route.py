@@ -51,6 +51,8 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
     tool_results: list[dict[str, Any]] = []
     handoff: dict[str, Any] | None = None
     stack: dict[str, Any] | None = None
+    current_stack: dict[str, Any] | None = None
+    seen_current = False
     for event in events:
         run_id, pipeline_name, task_id = event["pipelineRunId"], event["pipelineName"], event["taskId"]
         kind, data = event["eventType"], event.get("data", {})
@@ -92,6 +94,10 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
             pending = None
         elif kind == "stack_progress":
             stack = dict(data)
+        elif kind == "stack_current_changed":  # the deployed stack; cleared by a cleanup
+            seen_current = True
+            current_stack = {k: data.get(k) for k in ("stackId", "stackName", "regionId", "stackStatus")} \
+                if data.get("current") else None
     display: dict[str, Any] = {"messages": []}
     if not lean:
         display["toolResults"] = tool_results
@@ -105,6 +111,8 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
         result["handoff"] = handoff
     if stack is not None:
         result["stack"] = stack  # the deploy's last stack_progress
+    if seen_current:
+        result["currentStack"] = current_stack
     return result
 
 

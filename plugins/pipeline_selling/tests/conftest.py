@@ -1,4 +1,6 @@
-"""Fixtures of the selling pipelines' tests: ``fake_ros``, a local ROS stand-in (:mod:`fake_ros`) and its endpoint."""
+"""Fixtures of the selling pipelines' tests: ``fake_ros``, a local ROS stand-in (:mod:`fake_ros`) and its endpoint;
+``ticketed``, the offline runtime plugin with its template generation held until the test releases it
+(:mod:`ticketed`)."""
 
 from __future__ import annotations
 
@@ -11,23 +13,37 @@ from typing import Any
 import pytest
 
 
-def _load_fake_ros() -> Any:
-    name = "iac_code_pipeline_selling_tests_fake_ros"
-    if name not in sys.modules:  # the tests run with --import-mode=importlib: load the helper by its path
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_ros.py"))
+def load_helper(name: str) -> Any:
+    """The helper module ``tests/<name>.py`` (the tests run with --import-mode=importlib: loaded by its path)."""
+    qualified = f"iac_code_pipeline_selling_tests_{name}"
+    if qualified not in sys.modules:
+        spec = importlib.util.spec_from_file_location(qualified, Path(__file__).with_name(f"{name}.py"))
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
+        sys.modules[qualified] = module
         spec.loader.exec_module(module)
-    return sys.modules[name]
+    return sys.modules[qualified]
 
 
 @pytest.fixture
 async def fake_ros() -> AsyncIterator[Any]:
     """A running fake ROS (``.endpoint`` is its ``http://127.0.0.1:<port>``); stopped after the test."""
-    ros = _load_fake_ros().FakeRos()
+    ros = load_helper("fake_ros").FakeRos()
     ros.endpoint = await ros.start()
     try:
         yield ros
     finally:
         await ros.stop()
+
+
+@pytest.fixture
+def ticketed() -> Any:
+    """A fresh ``TicketedOffline`` plugin (``ticketed.py``): register it as ``extra_plugins`` of a server started with
+    ``ticketed_settings()``; ``.tickets.release(n)`` lets ``n`` template generations through."""
+    return load_helper("ticketed").TicketedOffline()
+
+
+@pytest.fixture
+def ticketed_settings() -> Any:
+    """``ticketed.ticketed_settings``: server settings (pipeline mode) with the offline runtime plugin replaced."""
+    return load_helper("ticketed").ticketed_settings

@@ -8,6 +8,12 @@ It checks that a request names an AccessKey id (the signature is not verified), 
 (``CREATE_COMPLETE`` unless told otherwise) after ``polls`` GetStack calls, its resources one by one; ``hold``
 keeps stacks in progress until released, ``gate_create`` keeps CreateStack from answering (the stack is already
 created) until opened: what a test needs to kill a server at a chosen moment.
+
+DeleteStack: the stack goes ``DELETE_IN_PROGRESS`` → ``DELETE_COMPLETE`` (or ``delete_final_status``) after ``polls``
+GetStack calls; the GetStack that sees ``DELETE_COMPLETE`` is the last to find it (then ``StackNotFound``, as ROS
+forgets deleted stacks). ``deletions`` counts the deletions it started; DeleteStack of a stack already being deleted
+is refused (``StackDeleteInProgress``, counted in ``calls`` only); ``hold_delete`` and ``gate_delete`` are the
+deletion's ``hold`` and ``gate_create``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class FakeStack:
     polls: int = 0
     status: str = "CREATE_IN_PROGRESS"
     reason: str = "Stack CREATE started"
+    forgotten: bool = False  # deleted and reported DELETE_COMPLETE once: GetStack no longer finds it
 
 
 @dataclass
@@ -56,6 +63,12 @@ class FakeRos:
     gate_create: asyncio.Event | None = None
     create_received: asyncio.Event = field(default_factory=asyncio.Event)
     polled: asyncio.Event = field(default_factory=asyncio.Event)
+    delete_final_status: str = "DELETE_COMPLETE"
+    deletions: int = 0
+    hold_delete: bool = False
+    gate_delete: asyncio.Event | None = None
+    delete_received: asyncio.Event = field(default_factory=asyncio.Event)
+    delete_polled: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
 
     async def start(self) -> str:
@@ -80,8 +93,13 @@ class FakeRos:
         return stack_id
 
     def release(self) -> None:
-        """Let held stacks reach their final status on their next poll."""
+        """Let held stacks reach their final status on their next poll (creations and deletions)."""
         self.hold = False
+        self.hold_delete = False
+
+    def alive(self) -> list[FakeStack]:
+        """The stacks that exist (not deleted)."""
+        return [s for s in self.stacks.values() if s.status != "DELETE_COMPLETE"]
 
     # ------------------------------------------------------------------ the wire
 
@@ -102,7 +120,7 @@ class FakeRos:
         self.key_ids.add(key_id)
         self.calls.append(action)
         handler = {"CreateStack": self._create, "GetStack": self._get, "ListStackResources": self._resources,
-                   "ListStackEvents": self._events, "ListStacks": self._list}.get(action)
+                   "ListStackEvents": self._events, "ListStacks": self._list, "DeleteStack": self._delete}.get(action)
         if handler is None:
             return self._error(404, "InvalidAction.NotFound", f"Specified api is not found, please check your url "
                                                              f"and method. Action: {action}")
@@ -152,16 +170,42 @@ class FakeRos:
             return len(stack.resources)
         return min(len(stack.resources), len(stack.resources) * stack.polls // max(1, self.polls + 1))
 
+    @staticmethod
+    def _not_found(stack_id: str) -> web.Response:
+        return FakeRos._error(404, "StackNotFound", f"The Stack ({stack_id}) could not be found.")
+
+    async def _delete(self, params: dict[str, str]) -> web.Response:
+        stack = self._stack(params)
+        if stack is None or stack.status == "DELETE_COMPLETE" or stack.forgotten:
+            return self._not_found(params.get("StackId", ""))
+        self.delete_received.set()
+        if stack.status == "DELETE_IN_PROGRESS":
+            return self._error(409, "StackDeleteInProgress", f"The Stack ({stack.stack_id}) is being deleted.")
+        stack.status, stack.reason, stack.polls = "DELETE_IN_PROGRESS", "Stack DELETE started", 0
+        self.deletions += 1
+        if self.gate_delete is not None:
+            await self.gate_delete.wait()  # the deletion started; the answer waits (a test kills its caller)
+        return web.json_response({"RequestId": self._request_id()})
+
     async def _get(self, params: dict[str, str]) -> web.Response:
         stack = self._stack(params)
-        if stack is None:
-            return self._error(404, "StackNotFound", f"The Stack ({params.get('StackId', '')}) could not be found.")
+        if stack is None or stack.forgotten:
+            return self._not_found(params.get("StackId", ""))
+        if stack.status == "DELETE_COMPLETE":
+            stack.forgotten = True  # reported once, then ROS no longer knows it
+        if stack.status == "DELETE_IN_PROGRESS":
+            stack.polls += 1
+            self.delete_polled.set()
+            if stack.polls >= self.polls and not self.hold_delete:
+                stack.status = self.delete_final_status
+                stack.reason = ("Stack DELETE completed successfully" if stack.status == "DELETE_COMPLETE"
+                                else "Resource [Vpc] failed: DependencyViolation")
         if stack.status == "CREATE_IN_PROGRESS":
             stack.polls += 1
             if stack.polls >= self.polls and not self.hold:
                 stack.status, stack.reason = self.final_status, self.final_reason
         self.polled.set()
-        progress = 100.0 if stack.status == "CREATE_COMPLETE" else round(100.0 * self._done(stack) / max(1, len(stack.resources)), 2)
+        progress = 100.0 if stack.status in ("CREATE_COMPLETE", "DELETE_COMPLETE") else round(100.0 * self._done(stack) / max(1, len(stack.resources)), 2)
         body: dict[str, Any] = {
             "RequestId": self._request_id(), "StackId": stack.stack_id, "StackName": stack.name,
             "RegionId": stack.region, "Status": stack.status, "StatusReason": stack.reason,

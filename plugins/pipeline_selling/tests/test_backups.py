@@ -28,7 +28,14 @@ import yaml
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.testing import A2A_HEADERS, connect_client, next_sse_data, send_message_body, start_server
+from iac_code.testing import (
+    A2A_HEADERS,
+    connect_client,
+    next_sse_data,
+    permission_answer_request,
+    send_message_body,
+    start_server,
+)
 
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 RICH = {"candidatePresentation": "rich-v1"}
@@ -188,6 +195,10 @@ async def test_each_protected_publication_comes_after_its_committed_backup(tmp_p
         # After the handoff, a chat turn ends with a non-blocking checkpoint (the newest three generations stay).
         chat = await _send(client, "Add a second vSwitch to the template", context_id=context_id, n=3)
         assert not _pipeline(chat)
+        asked = [e["statusUpdate"] for e in chat if "statusUpdate" in e][-1]["metadata"]["iac_code"].get("input")
+        assert asked is not None and asked["toolName"] == "write_file"  # the chat edits the chosen template
+        chat = [MessageToDict(e) async for e in client.send_message(
+            permission_answer_request(asked, "deny", message_id="deny-write"))]  # nothing written: the turn ends
         await _until(lambda: sorted(os.listdir(directory)) == ["0000000002.json", "0000000003.json", "0000000004.json"],
                      "the turn-end checkpoint (and the oldest generation dropped)")
         checkpoint = json.loads((directory / "0000000004.json").read_text())

@@ -1,11 +1,13 @@
-"""kill -9 of a real ``iac-code a2a`` server in pipeline mode at a step boundary, then a restart on the same
-persistence directory: the journal stays gapless without a duplicated event, the run continues from the last
-completed step (nothing that had completed is done again), the user's choice after the restart reaches the
-handoff, and the state endpoint equals what was streamed."""
+"""kill -9 of a real ``iac-code a2a`` server in pipeline mode at every step boundary of both pipelines (inside the
+parallel candidates and while a deployed stack is polled too), then a restart on the same persistence directory:
+the journal stays gapless without a duplicated event, the run continues from the last completed step (nothing that
+had completed is done again), the user's answers after the restart reach the handoff, the state endpoint equals
+what was streamed, and the stack is created exactly once (the fake ROS counts)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -63,10 +65,10 @@ def _carried(result: Event) -> tuple[list[Event], Event | None]:
 
 
 async def stream_turn(http: aiohttp.ClientSession, url: str, text: str, *, n: int, context_id: str = "",
-                      stop: Callable[[Event], bool] | None = None,
+                      stop: Callable[[list[Event]], bool] | None = None,
                       metadata: Event | None = None) -> tuple[list[Event], Event | None, bool]:
-    """One streamed turn: its pipeline events, its last status update, and whether ``stop`` cut it short (the
-    caller then kills the server: the stream is left as it is)."""
+    """One streamed turn: its pipeline events, its last status update, and whether ``stop`` (given the turn's events
+    so far) cut it short (the caller then kills the server: the stream is left as it is)."""
     fields: Event = {"contextId": context_id} if context_id else {}
     if metadata:
         fields["metadata"] = metadata
@@ -84,7 +86,7 @@ async def stream_turn(http: aiohttp.ClientSession, url: str, text: str, *, n: in
             carried, update = _carried(data["result"])
             last = update or last
             events.extend(carried)
-            if stop is not None and any(stop(e) for e in carried):
+            if stop is not None and carried and stop(events):
                 return events, last, True
             if update is not None and update.get("final") is True:
                 return events, last, False
@@ -99,85 +101,185 @@ async def pipeline_state(http: aiohttp.ClientSession, url: str, context_id: str)
         return await reply.json()  # type: ignore[no-any-return]
 
 
+LIFECYCLE = {"pipeline_started", "step_started", "step_completed", "step_failed", "candidate_started",
+             "candidate_completed", "candidate_failed", "candidate_step_started", "candidate_step_completed",
+             "candidate_step_failed", "artifact_created", "pipeline_warning", "pipeline_completed", "pipeline_canceled",
+             "pipeline_failed", "pipeline_handoff_ready", "stack_current_changed"}
+
+
 def assert_journal_sound(events: list[Event]) -> None:
-    """Gapless increasing sequences from 1, no event twice, nothing that completed done twice."""
+    """Gapless increasing sequences from 1, no event twice, no lifecycle event of the same step, candidate or
+    candidate step (their run ids) twice: nothing that completed was done twice."""
     assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
     assert len({e["eventId"] for e in events}) == len(events)
     once: Counter[tuple[Any, ...]] = Counter()
     for e in events:
-        key = (e["eventType"], e.get("step", {}).get("runId"), e.get("candidate", {}).get("runId"),
-               e.get("candidateStep", {}).get("runId"), e["data"].get("stepId"))
-        once[key] += 1
-    repeated = {k: c for k, c in once.items() if c > 1 and k[0] not in ("input_required", "pipeline_resumed")}
+        if e["eventType"] in LIFECYCLE:
+            once[(e["eventType"], e.get("step", {}).get("runId"), e.get("candidate", {}).get("runId"),
+                  e.get("candidateStep", {}).get("runId"), e["data"].get("stepId"), e["data"].get("code"))] += 1
+    repeated = {k: c for k, c in once.items() if c > 1}
     assert not repeated, repeated
-    types = [e["eventType"] for e in events]
-    assert types.count("pipeline_started") == 1
+    assert [e["eventType"] for e in events].count("pipeline_started") == 1
 
 
-def _first(event_type: str, step_id: str = "") -> Callable[[Event], bool]:
-    return lambda e: e["eventType"] == event_type and (not step_id or e["data"].get("stepId") == step_id)
+def _first(event_type: str, step_id: str = "", *, nth: int = 1, **data: Any) -> Callable[[list[Event]], bool]:
+    """The stream so far holds the ``nth`` event of ``event_type`` (on ``step_id``, with these ``data`` values)."""
+    def seen(events: list[Event]) -> bool:
+        hits = [e for e in events if e["eventType"] == event_type
+                and (not step_id or e["data"].get("stepId") == step_id or e.get("step", {}).get("id") == step_id)
+                and all(e["data"].get(k) == v for k, v in data.items())]
+        return len(hits) >= nth
+    return seen
 
 
-BOUNDARIES = {
+def _sub(event_type: str, sub_step: str) -> Callable[[list[Event]], bool]:
+    return lambda events: any(e["eventType"] == event_type and e.get("candidateStep", {}).get("id") == sub_step
+                              for e in events)
+
+
+# Every step boundary of a run that deploys (deployer: ros against the fake ROS, the deploy allowed by the rule
+# ros_deploy): the kill lands right after the client saw that event. "(held)": the fake keeps the stack in progress
+# until the server is dead, so the kill lands while the stack is being polled.
+SELLING = {
+    "pipeline_started": _first("pipeline_started"),
+    "intent_parsing started": _first("step_started", "intent_parsing"),
     "intent_parsing completed": _first("step_completed", "intent_parsing"),
+    "architecture_planning started": _first("step_started", "architecture_planning"),
     "architecture_planning completed": _first("step_completed", "architecture_planning"),
+    "evaluate_candidates started": _first("step_started", "evaluate_candidates"),
     "first candidate started": _first("candidate_started"),
     "first template written": _first("artifact_created"),
+    "first template_generating completed": _sub("candidate_step_completed", "template_generating"),
+    "first cost_estimating started": _sub("candidate_step_started", "cost_estimating"),
     "first candidate completed": _first("candidate_completed"),
+    "second candidate completed": _first("candidate_completed", nth=2),
     "evaluate_candidates completed": _first("step_completed", "evaluate_candidates"),
+    "confirm_and_select started": _first("step_started", "confirm_and_select"),
     "confirm_and_select input_required": _first("input_required"),
+    "choice received": _first("input_received"),
+    "confirm_and_select completed": _first("step_completed", "confirm_and_select"),
+    "deploying started": _first("step_started", "deploying"),
+    "stack polling (held)": _first("stack_progress"),
+    "stack current": _first("stack_current_changed"),
+    "deploying completed": _first("step_completed", "deploying"),
+    "pipeline_completed": _first("pipeline_completed"),
+    "pipeline_handoff_ready": _first("pipeline_handoff_ready"),
 }
+SOLUTION_FIRST = {
+    "pipeline_started": _first("pipeline_started"),
+    "selection started": _first("step_started", "solution_planning_and_selection"),
+    "selection input_required": _first("input_required"),
+    "choice received": _first("input_received"),
+    "selection completed": _first("step_completed", "solution_planning_and_selection"),
+    "materialize started": _first("step_started", "materialize_selected_candidate"),
+    "confirmation input_required": _first("input_required", nth=2),
+    "confirmation received": _first("input_received", nth=2),
+    "materialize completed": _first("step_completed", "materialize_selected_candidate"),
+    "deploying started": _first("step_started", "deploying"),
+    "stack polling (held)": _first("stack_progress"),
+    "stack current": _first("stack_current_changed"),
+    "deploying completed": _first("step_completed", "deploying"),
+    "pipeline_completed": _first("pipeline_completed"),
+    "pipeline_handoff_ready": _first("pipeline_handoff_ready"),
+}
+CASES = [("selling", b) for b in SELLING] + [("selling_solution_first", b) for b in SOLUTION_FIRST]
+STEPS = {"selling": ("intent_parsing", "architecture_planning", "evaluate_candidates", "confirm_and_select",
+                     "deploying"),
+         "selling_solution_first": ("solution_planning_and_selection", "materialize_selected_candidate", "deploying")}
 
 
-@pytest.mark.parametrize("boundary", list(BOUNDARIES))
-async def test_kill_9_at_a_step_boundary_then_the_run_resumes(boundary: str, tmp_path: Path) -> None:
+def answer_to(pipeline: str, pending: Event | None) -> str:
+    """What the user sends next: the answer to what the run waits for, else any text (the run resumes)."""
+    kind = (pending or {}).get("kind")
+    if kind == "candidate_selection":
+        return "方案 2" if pipeline == "selling" else "2"
+    if kind == "deployment_confirmation":
+        return json.dumps({"action": "confirm"})
+    return "continue"
+
+
+@pytest.mark.parametrize(("pipeline", "boundary"), CASES, ids=[f"{p}: {b}" for p, b in CASES])
+async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str, boundary: str, tmp_path: Path,
+                                                                   fake_ros: Any) -> None:
+    stop = (SELLING if pipeline == "selling" else SOLUTION_FIRST)[boundary]
     state_dir, workspace = tmp_path / "state", tmp_path / "work"
     workspace.mkdir()
     config = tmp_path / "conf" / "config.yaml"
     config.parent.mkdir()
-    config.write_text(yaml.safe_dump({"mode": "pipeline", "persistence-dir": str(state_dir)}))
+    config.write_text(yaml.safe_dump({
+        "mode": "pipeline", "persistence-dir": str(state_dir), "pipeline-name": pipeline, "deployer": "ros",
+        "ros-endpoint": fake_ros.endpoint, "ros-access-key-id": "LTAI5tCrashLoopKeyId",
+        "ros-access-key-secret": "crash-loop-secret", "ros-poll-interval-seconds": 0.05,
+        "permission-rules": {"allow": ["ros_deploy", "ros_delete_stack"]}}))
+    fake_ros.hold = "(held)" in boundary
+    rich = {"iac_code": {"candidatePresentation": "rich-v1"}}
     async with aiohttp.ClientSession() as http:
+        streamed: list[Event] = []
+        context_id = ""
         async with server_process(config, workspace) as (proc, url):
-            before, last, cut = await stream_turn(http, url, PROMPT, n=1, stop=BOUNDARIES[boundary],
-                                                  metadata={"iac_code": {"candidatePresentation": "rich-v1"}})
-            assert cut, [e["eventType"] for e in before]
-            context_id = before[0]["contextId"]
-            proc.kill()  # SIGKILL: no shutdown, whatever the turn was doing is cut
+            n, cut = 1, False
+            while not cut:  # the run as a user drives it, up to the boundary
+                pending = (await pipeline_state(http, url, context_id))["snapshot"]["pendingInput"] if context_id \
+                    else None
+                assert n < 6, [e["eventType"] for e in streamed]
+                text = answer_to(pipeline, pending) if context_id else PROMPT
+                events, _, cut = await stream_turn(http, url, text, n=n, context_id=context_id, metadata=rich,
+                                                   stop=lambda events, seen=list(streamed): stop(seen + events))
+                streamed += events
+                context_id = context_id or streamed[0]["contextId"]
+                n += 1
+            proc.kill()  # SIGKILL: whatever the turn was doing is cut
             await proc.wait()
+        fake_ros.release()
 
         async with server_process(config, workspace) as (_, url):
-            journaled = (await pipeline_state(http, url, context_id))["events"]
-            assert journaled[:len(before)] == before  # everything streamed was journaled, as streamed
+            state = await pipeline_state(http, url, context_id)
+            journaled = state["events"]
+            assert journaled[:len(streamed)] == streamed  # everything streamed was journaled, as streamed
             assert_journal_sound(journaled)
-            streamed_after: list[Event] = []
-            snapshot = (await pipeline_state(http, url, context_id))["snapshot"]
-            n = 2
-            if not snapshot.get("pendingInput"):  # cut before the question: the next message continues the run
-                more, last, _ = await stream_turn(http, url, "continue", n=n, context_id=context_id)
+            after: list[Event] = []
+            resumed_from = state["snapshot"]
+            while "handoff" not in state["snapshot"]:  # the user goes on until the pipeline hands off
+                assert len(after) < 400 and n < 12, [e["eventType"] for e in after]
+                more, _, _ = await stream_turn(http, url, answer_to(pipeline, state["snapshot"]["pendingInput"]),
+                                               n=n, context_id=context_id)
                 n += 1
-                assert more[0]["eventType"] == "pipeline_resumed", [e["eventType"] for e in more]
-                assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
-                streamed_after += more
-            assert last is not None
-            question = streamed_after[-1] if streamed_after else journaled[-1]
-            assert question["eventType"] == "input_required" and question["data"]["kind"] == "candidate_selection"
-            assert [o["candidate_index"] for o in question["data"]["options"]] == [1, 2, 3]
-
-            answer, last, _ = await stream_turn(http, url, "方案 2", n=n, context_id=context_id)
-            streamed_after += answer
-            assert [e["eventType"] for e in answer][-2:] == ["pipeline_completed", "pipeline_handoff_ready"]
-            assert answer[-1]["data"]["outcome"] == "completed"
-
-            final = (await pipeline_state(http, url, context_id))["events"]
-            assert final == journaled + streamed_after  # the state endpoint: the journal, as streamed
+                if not after and not resumed_from["pendingInput"]:  # cut mid-run: the next message resumes it
+                    if more[0]["eventType"] != "pipeline_resumed":
+                        # ... unless the cut fell between journaling an answer and recording it: the question is
+                        # asked again (the step is redone), never taken as answered twice
+                        last_question = max(i for i, e in enumerate(journaled) if e["eventType"] == "input_required")
+                        assert more[0]["eventType"] == "input_required", [e["eventType"] for e in more]
+                        assert more[0]["data"]["kind"] == journaled[last_question]["data"]["kind"]
+                        assert [e["eventType"] for e in journaled[last_question:]][:2] == ["input_required",
+                                                                                          "input_received"]
+                after += more
+                state = await pipeline_state(http, url, context_id)
+            if after:
+                assert after[0]["sequence"] == journaled[-1]["sequence"] + 1
+            final = state["events"]
+            assert final == journaled + after  # the state endpoint: the journal, as streamed
             assert_journal_sound(final)
-            types = [e["eventType"] for e in final]
-            for event_type in ("candidate_started", "artifact_created", "candidate_completed"):
-                assert sorted(e["candidate"]["index"] for e in final if e["eventType"] == event_type) == [1, 2, 3], (
-                    event_type, types)
-            for step in ("intent_parsing", "architecture_planning", "evaluate_candidates", "confirm_and_select",
-                         "deploying"):
-                assert [e["data"]["stepId"] for e in final if e["eventType"] == "step_completed"].count(step) == 1
+
+            # The handoff survived the crash for the kernel too: a cleanupOnly continuation is accepted and removes
+            # the stack (the deletion allowed by its rule).
+            cleanup, _, _ = await stream_turn(http, url, "clean up", n=n, context_id=context_id,
+                                              metadata={"iac_code": {"cleanupOnly": True}})
+            assert [e["eventType"] for e in cleanup][-2:] == ["stack_current_changed", "cleanup_completed"], cleanup
+            assert cleanup[-1]["data"]["outcome"] == "deleted"
+            assert (await pipeline_state(http, url, context_id))["events"] == final + cleanup
+
+    assert final[-1]["eventType"] == "pipeline_handoff_ready" and final[-1]["data"]["outcome"] == "completed"
+    completed = [e["data"]["stepId"] for e in final if e["eventType"] == "step_completed"]
+    assert sorted(completed) == sorted(STEPS[pipeline])  # every step once, none redone after it completed
+    deployment = next(e for e in final if e["eventType"] == "step_completed" and e["data"]["stepId"] == "deploying")
+    assert deployment["data"]["conclusion"]["status"] == "success"
+    if pipeline == "selling":
+        for event_type in ("candidate_started", "artifact_created", "candidate_completed"):
+            assert sorted(e["candidate"]["index"] for e in final if e["eventType"] == event_type) == [1, 2, 3]
+    assert fake_ros.created == 1 and len(fake_ros.stacks) == 1 and len(fake_ros.tokens) == 1  # the stack once
+    assert deployment["data"]["conclusion"]["stack_id"] == next(iter(fake_ros.stacks))
+    assert fake_ros.deletions == 1 and not fake_ros.alive()
 
 
 async def test_the_journal_publishes_a_lifecycle_event_once_and_questions_every_time(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ def assert_sound(events: list[Event]) -> None:
     assert len({e["eventId"] for e in events}) == len(events)
     once = Counter((e["eventType"], e.get("step", {}).get("runId"), e.get("candidate", {}).get("runId"),
                     e.get("candidateStep", {}).get("runId"), e["data"].get("stepId")) for e in events
-                   if e["eventType"] not in ("input_required", "pipeline_resumed", "stack_progress",
+                   if e["eventType"] not in ("input_required", "pipeline_resumed", "stack_progress", "cleanup_progress",
                                              "permission_requested", "permission_resolved"))
     assert not {k: c for k, c in once.items() if c > 1}
 
@@ -208,3 +208,94 @@ async def test_kill_9_in_the_middle_of_a_deploy_creates_the_stack_once(cut: str,
     else:
         assert fake_ros.calls.count("CreateStack") == 1
     assert fake_ros.key_ids == {KEY_ID}
+
+
+CLEANUP_CUTS = ["delete permission question", "DeleteStack unanswered", "delete polling"]
+
+
+@pytest.mark.parametrize("cut", CLEANUP_CUTS)
+async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str, tmp_path: Path,
+                                                                        fake_ros: Any) -> None:
+    """A ``cleanupOnly`` continuation cut by kill -9 is resumed by the next one: the question asked again when no
+    decision was recorded, else no new question; DeleteStack reaches ROS once; the stack is deleted once."""
+    state_dir, workspace = tmp_path / "state", tmp_path / "work"
+    workspace.mkdir()
+    config = tmp_path / "conf" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"mode": "pipeline", "persistence-dir": str(state_dir), "deployer": "ros",
+                                      "ros-endpoint": fake_ros.endpoint, "ros-poll-interval-seconds": 0.05,
+                                      "permission-rules": {"allow": ["ros_deploy"]}}))
+    if cut == "DeleteStack unanswered":
+        fake_ros.gate_delete = asyncio.Event()
+    if cut == "delete polling":
+        fake_ros.hold_delete = True
+    cleanup_only = {"iac_code": {"cleanupOnly": True}}
+
+    async with server_process(config, workspace) as (proc, url):
+        async with connect_client(url) as client:
+            first: list[Event] = []
+            await collect(client, text_request(PROMPT, 1), first)
+            last = [r["statusUpdate"] for r in first if "statusUpdate" in r][-1]
+            context_id, task_id = last["contextId"], last["taskId"]
+            second: list[Event] = []
+            await collect(client, text_request("candidate 1", 2, context_id, task_id), second)
+            streamed = pipeline_events(first) + pipeline_events(second)
+            assert streamed[-1]["eventType"] == "pipeline_handoff_ready" and fake_ros.created == 1
+            request = text_request("clean up", 3, context_id)
+            request.message.metadata.update(cleanup_only)
+            asked: list[Event] = []
+            await collect(client, request, asked)
+            envelope = [r["statusUpdate"] for r in asked if "statusUpdate" in r][-1]["metadata"]["iac_code"]["input"]
+            assert envelope["toolName"] == "ros_delete_stack"
+            streamed += pipeline_events(asked)
+            answered: list[Event] = []
+            answering = None
+            if cut != "delete permission question":
+                answering = asyncio.create_task(
+                    collect(client, permission_answer_request(envelope, "allow_once", message_id="allow"), answered))
+                if cut == "DeleteStack unanswered":
+                    await until(fake_ros.delete_received.is_set, "DeleteStack")
+                else:
+                    await until(lambda: any(e["eventType"] == "cleanup_progress" for e in pipeline_events(answered)),
+                                "the first cleanup_progress")
+            proc.kill()  # SIGKILL: whatever the turn was doing is cut
+            await proc.wait()
+            if answering is not None:
+                answering.cancel()
+                await asyncio.gather(answering, return_exceptions=True)
+            streamed += pipeline_events(answered)
+    assert fake_ros.deletions == (0 if cut == "delete permission question" else 1)
+
+    if fake_ros.gate_delete is not None:
+        fake_ros.gate_delete.set()
+    fake_ros.release()
+    async with server_process(config, workspace) as (_, url):
+        journaled = await journal_of(url, context_id)
+        assert journaled[:len(streamed)] == streamed  # everything streamed had been journaled, as streamed
+        assert_sound(journaled)
+        async with connect_client(url) as client:
+            request = text_request("clean up", 4, context_id)
+            request.message.metadata.update(cleanup_only)
+            resumed: list[Event] = []
+            await collect(client, request, resumed)
+            more = pipeline_events(resumed)
+            if cut == "delete permission question":  # no decision was recorded: asked again, never taken as allowed
+                again = [r["statusUpdate"] for r in resumed if "statusUpdate" in r][-1]["metadata"]["iac_code"]["input"]
+                assert again["toolName"] == "ros_delete_stack" and again["toolUseId"] != envelope["toolUseId"]
+                assert more[-1]["eventType"] == "permission_requested" and fake_ros.deletions == 0
+                rest: list[Event] = []
+                await collect(client, permission_answer_request(again, "allow_once", message_id="allow-2"), rest)
+                more += pipeline_events(rest)
+            else:
+                assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
+        assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
+        assert [e["eventType"] for e in more][-2:] == ["stack_current_changed", "cleanup_completed"]
+        assert more[-1]["data"]["outcome"] == "deleted"
+        final = await journal_of(url, context_id)
+        assert final == journaled + more  # the state endpoint: the journal, as streamed
+        assert_sound(final)
+        assert len({e["data"]["cleanupId"] for e in final if e["eventType"] == "cleanup_started"}) == 1
+        assert len([e for e in final if e["eventType"] == "cleanup_started"]) == 1  # the resume is the same cleanup
+
+    assert fake_ros.created == 1 and fake_ros.deletions == 1 and not fake_ros.alive()
+    assert fake_ros.calls.count("DeleteStack") == 1  # sent once, also across the cut

@@ -2,91 +2,29 @@
 ``mode: pipeline``, a2a-sdk's client sending what a product client sends and reading events by the digest's names.
 
 A run is held inside ``evaluate_candidates`` deterministically by the IaC engine: the offline runtime plugin is
-registered as it is, except that its engine's template generation waits for a ticket the test hands out
-(:class:`TicketedOffline`); no sleeps.
+registered as it is, except that its engine's template generation waits for a ticket the test hands out (the
+``ticketed`` fixture, ``ticketed.py``); no sleeps.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 import aiohttp
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.api import IacEngineSpec, hookimpl
 from iac_code.testing import A2A_HEADERS, connect_client, redis_url, run_cli, send_message_body, start_server
 
 Event = dict[str, Any]
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 
 
-class Tickets:
-    """Template generations wait here, one ticket each (worker threads), until the test releases tickets."""
-
-    def __init__(self) -> None:
-        self._semaphore = threading.Semaphore(0)
-        self.entered = threading.Event()  # a generation waits for its ticket
-
-    def take(self) -> None:
-        self.entered.set()
-        if not self._semaphore.acquire(timeout=60):
-            raise RuntimeError("no ticket within 60 s")
-
-    def release(self, count: int = 1) -> None:
-        for _ in range(count):
-            self._semaphore.release()
-
-
-class TicketedEngine:
-    """The offline engine, with ``generate`` waiting for a ticket."""
-
-    def __init__(self, engine: Any, tickets: Tickets) -> None:
-        self._engine = engine
-        self._tickets = tickets
-        self.name = engine.name
-
-    def understand(self, prompt: str, language: str = "en") -> Any:
-        return self._engine.understand(prompt, language)
-
-    def generate(self, prompt: str, language: str = "en") -> Any:
-        self._tickets.take()
-        return self._engine.generate(prompt, language)
-
-    def review(self, template: str, language: str = "en") -> Any:
-        return self._engine.review(template, language)
-
-
-class TicketedOffline:
-    """The ``runtime-offline`` plugin's hooks as they are (its runtime, its tools), its engine ticketed; the
-    server runs with ``disabled-plugins: [runtime-offline]`` and this plugin in its place."""
-
-    def __init__(self) -> None:
-        self.offline = next(e for e in entry_points(group="iac_code") if e.name == "runtime-offline").load()
-        self.tickets = Tickets()
-
-    @hookimpl
-    def iac_code_agent_runtimes(self) -> Any:
-        return self.offline.iac_code_agent_runtimes()
-
-    @hookimpl
-    def iac_code_tools(self) -> Any:
-        return self.offline.iac_code_tools()
-
-    @hookimpl
-    def iac_code_iac_engines(self) -> list[IacEngineSpec]:
-        real = self.offline.iac_code_iac_engines()[0]
-        return [IacEngineSpec(name="offline", create=lambda context: TicketedEngine(real.create(context), self.tickets),
-                              description="The offline engine, generation ticketed by a test.")]
-
-
-def ticketed_server(plugin: TicketedOffline) -> Any:
+def ticketed_server(plugin: Any) -> Any:
     return start_server({"mode": "pipeline", "disabled-plugins": ["runtime-offline"]},
                         extra_plugins={"ticketed-offline": plugin})
 
@@ -198,8 +136,8 @@ def classified(n: int = 1) -> Callable[[list[Event]], bool]:
 # --------------------------------------------------------------------------- restart a candidate
 
 
-async def test_an_interrupt_restarts_a_candidate_and_the_choice_still_works() -> None:
-    plugin = TicketedOffline()
+async def test_an_interrupt_restarts_a_candidate_and_the_choice_still_works(ticketed: Any) -> None:
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server) as client, connect_client(server) as other:
         async with aiohttp.ClientSession() as http, http.get(
                 server.url.rstrip("/") + "/.well-known/agent-card.json") as reply:
@@ -258,8 +196,8 @@ async def test_an_interrupt_restarts_a_candidate_and_the_choice_still_works() ->
         assert_gapless(events + chosen)
 
 
-async def test_a_candidate_restarts_at_most_five_times() -> None:
-    plugin = TicketedOffline()
+async def test_a_candidate_restarts_at_most_five_times(ticketed: Any) -> None:
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server) as client, \
             connect_client(server, streaming=False) as unary:
         run = Stream(client, message(PROMPT, 1))
@@ -289,8 +227,8 @@ async def test_a_candidate_restarts_at_most_five_times() -> None:
 # --------------------------------------------------------------------------- roll back, and the limit
 
 
-async def test_rollbacks_to_planning_and_their_limit_of_three() -> None:
-    plugin = TicketedOffline()
+async def test_rollbacks_to_planning_and_their_limit_of_three(ticketed: Any) -> None:
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server) as client, connect_client(server) as other:
         run = Stream(client, message(PROMPT, 1))
         await run.until(started_candidates(1))
@@ -336,8 +274,8 @@ async def test_rollbacks_to_planning_and_their_limit_of_three() -> None:
 # --------------------------------------------------------------------------- pause and resume
 
 
-async def test_pause_then_resume_over_rest_with_blocking_calls() -> None:
-    plugin = TicketedOffline()
+async def test_pause_then_resume_over_rest_with_blocking_calls(ticketed: Any) -> None:
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server, binding="HTTP+JSON") as client, \
             connect_client(server, binding="HTTP+JSON", streaming=False) as unary:
         run = Stream(client, message(PROMPT, 1))
@@ -384,8 +322,8 @@ async def test_pause_then_resume_over_rest_with_blocking_calls() -> None:
         assert after[-1]["data"]["kind"] == "candidate_selection"
 
 
-async def test_a_pause_can_cancel_the_run() -> None:
-    plugin = TicketedOffline()
+async def test_a_pause_can_cancel_the_run(ticketed: Any) -> None:
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server) as client, connect_client(server) as other:
         run = Stream(client, message(PROMPT, 1))
         await run.until(started_candidates(1))
@@ -405,8 +343,8 @@ async def test_a_pause_can_cancel_the_run() -> None:
 # --------------------------------------------------------------------------- busy contexts outside pipeline mode
 
 
-async def test_normal_mode_still_refuses_a_busy_context() -> None:
-    plugin = TicketedOffline()
+async def test_normal_mode_still_refuses_a_busy_context(ticketed: Any) -> None:
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server) as client:
         run = Stream(client, message(PROMPT, 1))
         await run.until(started_candidates(1))
@@ -505,8 +443,8 @@ async def test_an_omitted_task_id_continues_the_waiting_task() -> None:
 # --------------------------------------------------------------------------- selling_solution_first
 
 
-async def test_solution_first_goes_back_to_the_selection_and_ignores_a_remark() -> None:
-    plugin = TicketedOffline()
+async def test_solution_first_goes_back_to_the_selection_and_ignores_a_remark(ticketed: Any) -> None:
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server) as client, connect_client(server) as other:
         first = pipeline_events([MessageToDict(e) async for e in client.send_message(SendMessageRequest(
             message=message(PROMPT, 1, iac_code={"pipeline_name": "selling_solution_first"})))])
@@ -551,10 +489,10 @@ async def test_solution_first_goes_back_to_the_selection_and_ignores_a_remark() 
         assert chosen[-1]["data"]["kind"] == "deployment_confirmation" and chosen[-1]["taskId"] == task_id
 
 
-async def test_the_terminal_client_shows_the_pause_question(tmp_path: Any) -> None:
+async def test_the_terminal_client_shows_the_pause_question(tmp_path: Any, ticketed: Any) -> None:
     """``iac-code a2a-client call`` streaming a run that another client pauses: it ends on the pause
     confirmation as a pipeline question (exit 11, the answer's command)."""
-    plugin = TicketedOffline()
+    plugin = ticketed
     async with ticketed_server(plugin) as server, connect_client(server) as other:
         call = asyncio.create_task(run_cli("a2a-client", "call", "--url", server.url, "--context-id", "ctx-cli",
                                            "--mode", "pipeline", "-p", PROMPT, "--stream", "-o", "json",

@@ -11,8 +11,11 @@ works through tools, so progress streams as tool events and assistant text:
 * ``aliyun_ros_operations``: ROS stack operations through ``aliyun_api``.
 
 The conversation state (last template, generation spec) lives in the context
-session, so follow-ups edit instead of starting over. Usage is an honest
-character-based estimate (about four characters per token), not a tokenizer.
+session, so follow-ups edit instead of starting over. A working template someone
+else set on the context (a pipeline's chosen candidate at its handoff,
+``iac_code.api.working_template``) is adopted first: follow-ups edit that one.
+Usage is an honest character-based estimate (about four characters per token),
+not a tokenizer.
 
 Its permission waits are durable (``resume_turn``): the two calls that ask (``write_file`` saving a
 template, ``aliyun_api`` changing a stack) are each the last call of their turn, so the continuation
@@ -43,6 +46,7 @@ from iac_code.api import (
     hookimpl,
     run_tool,
     translator,
+    working_template,
 )
 from iac_code.api import messages as m
 
@@ -55,6 +59,7 @@ _FILE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.(?:ya?ml|json|tf))\b")
 _STACK_NAME = re.compile(r"(?:named|called|name|名为|名称为?)\s*[:=]?\s*[\"']?([A-Za-z][A-Za-z0-9_-]{0,254})", re.I)
 _STACK_ID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b", re.I)
 _REGION = re.compile(r"\b((?:cn|ap|us|eu|me|sa|na)-[a-z]+(?:-[a-z0-9]+)?)\b")
+ADOPTED_KEY = "adopted_working_template"  # the SHA-256 of the working template this conversation took over
 
 
 def estimate_tokens(text: str) -> int:
@@ -75,6 +80,26 @@ def choose_skill(turn: TurnRequest) -> str | None:
     from iac_code_runtime_offline.engine.intent import classify
 
     return classify(turn.prompt, turn.session.get("generation"))
+
+
+def adopt_working_template(session: dict[str, Any]) -> None:
+    """Take over a working template set on the context by someone else (once per version): it becomes the last
+    template (reviews read it) and, when generating its ``request`` again reproduces its text exactly, the
+    generation spec follow-ups edit."""
+    working = working_template(session)
+    if working is None or not working.text or session.get(ADOPTED_KEY) == working.sha256:
+        return
+    session[ADOPTED_KEY] = working.sha256
+    name = working.filename.lower()
+    fmt = "terraform" if name.endswith(".tf") else "ros-json" if name.endswith(".json") else "ros-yaml"
+    if working.request:
+        from iac_code_runtime_offline.engine.generation import generate
+
+        result = generate(working.request)
+        if result.text == working.text:
+            session["generation"] = result.spec
+            fmt = result.format
+    session["last_template"] = {"text": working.text, "fileName": working.filename, "format": fmt}
 
 
 def extract_template(prompt: str) -> str | None:
@@ -106,6 +131,7 @@ class OfflineRuntime:
                 "providerDisplay": "iac-code offline engine", "model": None, "missing": []}
 
     async def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
+        adopt_working_template(turn.session)
         session = Session(turn, self._tools)
         handlers = {"iac_generation": session.generate, "iac_review": session.review,
                     "terraform_ros_conversion": session.convert, "aliyun_ros_operations": session.operate}
