@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from iac_code.api import PermissionRequest, Progress
+from iac_code.api import ApiCall, PermissionRequest, Progress
 from iac_code_pipeline_selling.deploy import ask_permission, new_hex, settings_of, stack_current_changed
 from iac_code_pipeline_selling.ros_client import DELETED_STATUS, IN_PROGRESS_SUFFIX, NOT_FOUND, RosClient, RosError, sanitise
 from iac_code_pipeline_selling.texts import text
@@ -161,7 +161,8 @@ class Cleanup:
         request = PermissionRequest(
             tool_use_id, TOOL_NAME,
             {"stack_id": target["stackId"], "stack_name": target["stackName"], "region_id": target["regionId"]},
-            is_read_only=False, operation=operation, input_id=input_id)
+            is_read_only=False, operation=operation, input_id=input_id,
+            api_calls=(ApiCall("ROS", "DeleteStack", "change"), ApiCall("ROS", "GetStack", "read", "polling")))
         decided = await ask_permission(run, request, scope="stack")
         record.update(phase="allowed" if decided.allowed else "denied", decision=decided.resolved["decision"],
                       decidedBy=decided.decided_by)
