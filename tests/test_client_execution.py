@@ -189,6 +189,7 @@ async def test_pause_state_resume_and_terminate_a_streaming_turn(ws: Path) -> No
         assert terminated["releaseReady"] is True
         code, out, err = await stream.finish()
         assert code == 12 and "● canceled" in out, (out, err)
+        assert "■ execution terminat" in out, out
         shown = await run_client("execution", "state", server.url, "--context-id", context, cwd=ws)
         assert "● terminated" in shown.out and "termination: explicit_terminate" in shown.out
 
@@ -203,6 +204,10 @@ async def test_an_agent_without_the_extension_is_named_as_such(ws: Path) -> None
         assert as_json.code == 9 and as_json.json()["error"]["exitCode"] == 9
         missing = await run_client("execution", "state", server.url, cwd=ws)
         _refused(missing, "context-id is required", 1)
+    async with start_server() as server:  # the card is verified as for every command
+        unsigned = await run_client("execution", "state", server.url, "--context-id", "ctx-1",
+                                    "--require-card-signature", cwd=ws)
+        _refused(unsigned, "A2A Agent Card verification failed", 7)
 
 
 async def test_over_a_unix_socket_the_json_rpc_methods_are_used(ws: Path, tmp_path: Path) -> None:
