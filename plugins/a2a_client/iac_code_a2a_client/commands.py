@@ -219,6 +219,7 @@ def _connector(r: _Run) -> Any:
 
 async def _open(r: _Run, url: str, streaming: bool = True) -> Any:
     r.url = url
+    r.view.url = url
     r.connector = _connector(r)
     return await r.connector.open(url, streaming=streaming)
 
@@ -659,6 +660,8 @@ def task_subscribe(r: _Run) -> int:
                     # update can end the subscription.
                     if "statusUpdate" in event and final["state"] in ev.STOP_STATES:
                         return
+                    if "task" in event and ev.suspended_permission(event["task"]):
+                        return  # no live turn: nothing happens on the task until its question is answered
             finally:
                 await stream.aclose()
         finally:
@@ -809,3 +812,100 @@ def route_preview(r: _Run) -> int:
            for c in candidates])
     r.view.console.print(f"Winner: {winner.name} ({winner.url})", markup=False)
     return ExitCode.OK
+
+
+# ----------------------------------------------------------------------------- execution control
+
+
+@client.group("execution")
+def execution() -> None:
+    """Pause, resume, terminate or read a context's execution (agents whose card advertises execution control)."""
+
+
+def _execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.argument("agent_url", metavar="[AGENT_URL]", required=False, default=""),
+        click.option("--context-id", default="", help="The context whose execution it is (required)."),
+        click.option("--task-id", default="", help="The task (pause: default the execution's current task)."),
+        click.option("--execution-id", default="", help="The execution expected (default: the current one)."),
+        click.option("--pause-id", default="", help="The pause (resume: default the active one)."),
+        click.option("--request-id", default="", help="Idempotency key (default: a fresh one per call)."),
+        click.option("--connection-epoch", type=int, default=None,
+                     help="connectionEpoch sent (default: the highest the agent has seen, or 0)."),
+    ]):
+        f = option(f)
+    return _connection_options(f)
+
+
+def _wait_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--wait", "wait", is_flag=True, default=False,
+                        help="Read the state again until the phase settles (bounded by --timeout).")(f)
+
+
+def _execution(r: _Run, operation: str, *, reason: str = "", reconnect_timeout: float | None = None) -> int:
+    from iac_code_a2a_client.execution import Identity, open_target, run_operation
+
+    s = r.settings
+    url = s.text("agent_url") or s.required("url")
+    identity = Identity(context_id=s.required("context_id"), task_id=s.text("task_id"),
+                        execution_id=s.text("execution_id"), pause_id=s.text("pause_id"),
+                        request_id=s.text("request_id"), connection_epoch=s.integer("connection_epoch"))
+    wait = s.number("timeout", 30.0) if operation != "state" and s.flag("wait") else None
+
+    async def body() -> dict[str, Any]:
+        r.url = r.view.url = url
+        r.connector = _connector(r)
+        target = await open_target(r.connector, url)
+        try:
+            return await run_operation(target, operation, identity, reason=reason,
+                                       reconnect_timeout=reconnect_timeout, wait=wait)
+        finally:
+            await target.aclose()
+
+    snapshot = r.run(body())
+    if r.json:
+        r.view.result(snapshot)
+    else:
+        r.view.execution_snapshot(snapshot)
+    return ExitCode.OK
+
+
+@execution.command("state")
+@_execution_options
+@_command
+def execution_state(r: _Run) -> int:
+    """Show the execution of a context: its phase, task, pause and what a pause waits for."""
+    return _execution(r, "state")
+
+
+@execution.command("pause")
+@_execution_options
+@_wait_option
+@click.option("--reason", default="client_request", show_default=True, help="Why the execution is paused.")
+@click.option("--reconnect-timeout", type=float, default=None,
+              help="Seconds (1-3600) before an unresumed pause terminates the execution (agent default 300).")
+@_command
+def execution_pause(r: _Run) -> int:
+    """Pause the running execution at its next safe point (202 pausing until everything is parked)."""
+    timeout = r.settings.get("reconnect_timeout")
+    return _execution(r, "pause", reason=r.settings.text("reason") or "client_request",
+                      reconnect_timeout=None if timeout is None else float(timeout))
+
+
+@execution.command("resume")
+@_execution_options
+@_wait_option
+@_command
+def execution_resume(r: _Run) -> int:
+    """Resume a paused execution: the held turn goes on where it stopped."""
+    return _execution(r, "resume")
+
+
+@execution.command("terminate")
+@_execution_options
+@_wait_option
+@click.option("--reason", default="explicit_terminate", show_default=True, help="Why the execution ends.")
+@_command
+def execution_terminate(r: _Run) -> int:
+    """Terminate the execution: its running task is canceled, the context takes new turns again."""
+    return _execution(r, "terminate", reason=r.settings.text("reason") or "explicit_terminate")

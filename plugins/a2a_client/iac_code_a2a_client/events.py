@@ -99,6 +99,14 @@ def permission_request(event_or_task: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def suspended_permission(obj: dict[str, Any]) -> bool:
+    """Whether a task (or status update) rests on a suspended permission question: its live turn ended and
+    only an answer resumes it (``metadata.iac_code.permissionWait.status == "suspended"``)."""
+    wait = iac_metadata(obj).get("permissionWait")
+    return isinstance(wait, dict) and wait.get("status") == "suspended" \
+        and friendly_state(obj.get("status", {}).get("state", "")) == "input-required"
+
+
 def task_answer(task: dict[str, Any]) -> str:
     """The text a turn answered: the status message, else the last agent text message of the history.
 

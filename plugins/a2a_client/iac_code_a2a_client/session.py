@@ -159,6 +159,8 @@ class CallSession:
         if context_id and envelope.get("contextId") != context_id:
             raise ClientError(f"Task {task_id} belongs to another context than {context_id}.")
         self.task_id, self.context_id = task_id, str(envelope.get("contextId", ""))
+        if ev.suspended_permission(task):
+            self.view.note("The question was waiting durably (suspended); this answer resumes the turn.")
         return self._loop(self._send(answer_request(envelope, decision)))
 
     def _loop(self, phase: _Phase) -> ExitCode:

@@ -31,8 +31,12 @@ class View:
     """The interface both views implement (see the module docstring)."""
 
     json = False
+    url = ""  # the agent's URL as the user gave it: named in the commands a view suggests
 
     def event(self, event: dict[str, Any]) -> None: ...
+
+    def execution_snapshot(self, snapshot: dict[str, Any]) -> None:
+        """Show an execution-control snapshot (``a2a-client execution ...``)."""
 
     def result(self, value: Any) -> None: ...
 
@@ -101,6 +105,8 @@ class TextView(View):
         self._status: Any = None
         self._line_open = False
         self._streamed = False  # assistant text arrived as deltas: the final answer is not repeated
+        self._execution_shown = ""  # the last execution-control phase a line was printed for
+        self._waits_shown: set[tuple[str, str]] = set()  # (permissionWait status, inputId) already said
 
     # ------------------------------------------------------------------ helpers
 
@@ -137,6 +143,8 @@ class TextView(View):
 
     def event(self, event: dict[str, Any]) -> None:
         kind, obj = ev.body(event)
+        if kind in ("task", "statusUpdate"):
+            self._durability(ev.iac_metadata(obj), obj)
         if kind == "message":
             text = ev.parts_text(obj.get("parts"))
             if text:
@@ -182,6 +190,96 @@ class TextView(View):
             return
         self._streamed = True
         self._text(text)
+
+    def _durability(self, meta: dict[str, Any], obj: dict[str, Any]) -> None:
+        """Lines for ``metadata.iac_code.executionControl`` (its phase changes) and for durable permission
+        waits (``permissionWait`` suspended or suspending, ``permissionRecovered``)."""
+        control = meta.get("executionControl")
+        if isinstance(control, dict):
+            self._execution_phase(control)
+        recovered = meta.get("permissionRecovered")
+        if isinstance(recovered, dict) and ("recovered", str(recovered.get("inputId", ""))) not in self._waits_shown:
+            self._waits_shown.add(("recovered", str(recovered.get("inputId", ""))))
+            self._say("[cyan]↻ the suspended permission question was recovered; the turn goes on[/cyan]")
+        wait = meta.get("permissionWait")
+        if not isinstance(wait, dict):
+            return
+        envelope = meta.get("input") if isinstance(meta.get("input"), dict) else {}
+        status = str(wait.get("status", ""))
+        key = (status, str(envelope.get("inputId", "")))
+        if key in self._waits_shown:
+            return
+        if status == "suspended":
+            self._waits_shown.add(key)
+            task = str(envelope.get("requestTaskId") or obj.get("taskId") or obj.get("id") or "")
+            context = str(envelope.get("contextId") or obj.get("contextId") or "")
+            target = shlex.quote(shown_url(self.url)) if self.url else "<url>"
+            self._say("[bold cyan]⏾ The permission question is waiting durably (suspended).[/bold cyan]")
+            self.console.print(f"You can answer it later with: iac-code a2a-client call --url {target} "
+                               f"--answer allow_once|deny --task-id {shlex.quote(task)} "
+                               f"--context-id {shlex.quote(context)}", markup=False, soft_wrap=True)
+        elif status == "suspending":
+            self._waits_shown.add(key)
+            self._say("[dim]↳ answer accepted; the suspended question is being recovered …[/dim]")
+
+    EXECUTION_LINES = {
+        "pausing": "[yellow]⏸ execution pausing[/yellow] (at the next safe point)",
+        "paused": "[yellow]⏸ execution paused[/yellow]",
+        "resuming": "[cyan]▶ execution resuming[/cyan]",
+        "running": "[green]▶ execution resumed[/green]",
+        "terminating": "[red]■ execution terminating[/red]",
+        "terminated": "[red]■ execution terminated[/red]",
+    }
+
+    def _execution_phase(self, control: dict[str, Any]) -> None:
+        """One line when the execution's phase changes (a first ``running`` is the ordinary case: silent)."""
+        phase = str(control.get("phase", ""))
+        if phase == "pause_committing":
+            phase = "pausing"  # the pause is being written: still pausing to a person
+        if phase == self._execution_shown or phase not in self.EXECUTION_LINES:
+            return
+        first = not self._execution_shown
+        self._execution_shown = phase
+        if first and phase == "running":
+            return
+        line = self.EXECUTION_LINES[phase]
+        details = []
+        if phase == "paused":
+            if control.get("pauseReason"):
+                details.append(f"reason {escape(str(control['pauseReason']))}")
+            if control.get("expiresAt"):
+                details.append(f"resume before {escape(str(control['expiresAt']))}")
+        if phase in ("terminating", "terminated") and control.get("terminationReason"):
+            details.append(f"reason {escape(str(control['terminationReason']))}")
+        self._say(line + (f" · {' · '.join(details)}" if details else ""))
+
+    def execution_snapshot(self, snapshot: dict[str, Any]) -> None:
+        self._stop_spin()
+        self._end_line()
+        phase = str(snapshot.get("phase", "unknown"))
+        style = {"running": "green", "paused": "yellow", "pausing": "yellow", "pause_committing": "yellow",
+                 "resuming": "cyan", "terminating": "red", "terminated": "red"}.get(phase, "white")
+        self.console.print(f"[{style}]● {escape(phase)}[/{style}] · execution "
+                           f"{escape(str(snapshot.get('executionId', '')))} · context "
+                           f"{escape(str(snapshot.get('contextId', '')))}")
+        rows = [("task", snapshot.get("taskId")), ("status", snapshot.get("executionStatus")),
+                ("pause", snapshot.get("pauseId")), ("pause reason", snapshot.get("pauseReason")),
+                ("expires", snapshot.get("expiresAt")), ("termination", snapshot.get("terminationReason")),
+                ("epoch", snapshot.get("connectionEpoch")), ("commit error", snapshot.get("commitError"))]
+        blockers = snapshot.get("blockers")
+        if isinstance(blockers, list) and blockers:
+            rows.append(("waiting for", ", ".join(f"{b.get('kind', '?')} ×{b.get('count', '?')}"
+                                                 for b in blockers if isinstance(b, dict))))
+        operations = snapshot.get("externalOperations")
+        if isinstance(operations, list) and operations:
+            rows.append(("cloud operations", ", ".join(
+                f"{o.get('product', '?')}:{o.get('action', '?')} {o.get('outcome', '')}".strip()
+                for o in operations if isinstance(o, dict))))
+        if snapshot.get("releaseReady"):
+            rows.append(("release ready", "yes"))
+        for label, value in rows:
+            if value is not None and value != "":
+                self.console.print(f"  {label}: {value}", markup=False, highlight=False)
 
     def _tool(self, tool: dict[str, Any]) -> None:
         name = escape(str(tool.get("name", "tool")))
