@@ -269,3 +269,63 @@ async def test_the_metrics_chart_is_drawn(open_console: Any) -> None:
         assert coloured > 50
         assert await page.text_content("#metrics-error") == ""
         await console.shot("metrics")
+
+
+async def test_a_pipeline_candidate_is_picked_and_confirmed(open_console: Any) -> None:
+    async with open_console() as console:
+        page = console.page
+        await page.goto(console.url)
+        await page.fill("#prompt", "Deploy a web application with a MySQL database on Alibaba Cloud.")
+        await page.check("#pipeline-mode")
+        await page.click("#send")
+        await page.wait_for_selector(".candidate[data-candidate='2'] button.choose", timeout=WAIT_MS)
+        assert await page.locator(".candidate").count() >= 2
+        card = page.locator(".candidate[data-candidate='2']")
+        assert await card.locator("svg.diagram .node").count() >= 3  # the Mermaid flowchart, drawn
+        assert await card.locator("svg.diagram .group").count() == 2  # its two zones
+        assert "CNY" in (await card.locator(".cost-table .total").text_content() or "")
+        assert "price" in (await card.locator(".price-source").text_content() or "").lower()
+        await page.wait_for_selector("#pipeline-steps li[data-step='evaluate_candidates'][data-status='completed']",
+                                     timeout=WAIT_MS)
+        assert await page.is_disabled("#confirm-candidate")
+
+        await page.reload()  # the cards come back from the task and the pipeline state endpoint
+        await page.wait_for_selector(".candidate[data-candidate='2'] button.choose", timeout=WAIT_MS)
+        await page.click(".candidate[data-candidate='2'] button.choose")
+        assert await page.get_attribute(".candidate[data-candidate='2']", "data-chosen") == "true"
+        await console.shot("pipeline-cards")
+        await page.click("#confirm-candidate")
+        await page.wait_for_selector(".entry-pipeline-event:has-text('handoff ready')", timeout=WAIT_MS)
+        await page.wait_for_selector(".entry-agent:has-text('High availability across two zones')", timeout=WAIT_MS)
+        await page.wait_for_selector("#pipeline-steps li[data-step='deploying'][data-status='completed']",
+                                     timeout=WAIT_MS)
+        await console.shot("pipeline-confirmed")
+
+
+async def test_basic_and_api_key_sign_in(open_console: Any) -> None:
+    settings = {"basic-username": "ops", "basic-password": "pässword", "api-key": "key-123",
+                "api-key-header": "X-Console-Key"}
+    async with open_console(settings) as console:
+        page = console.page
+        await page.goto(console.url)
+        await page.wait_for_selector("#sign-in", timeout=WAIT_MS)
+        assert await page.input_value("#scheme") == "basic"  # from the server's challenges
+        await page.fill("#username", "ops")
+        await page.fill("#password", "wrong")
+        await page.click("#sign-in-submit")
+        await page.wait_for_selector("#sign-in-error:has-text('refused')", timeout=WAIT_MS)
+        await page.fill("#password", "pässword")
+        await page.click("#sign-in-submit")
+        await page.wait_for_selector("#composer", timeout=WAIT_MS)
+
+        await page.click("#sign-out")
+        await page.wait_for_selector("#sign-in", timeout=WAIT_MS)
+        await page.select_option("#scheme", "apikey")
+        assert await page.input_value("#api-key-header") == "X-Console-Key"
+        await page.fill("#token", "key-123")
+        sent: list[str | None] = []
+        page.on("request", lambda r: sent.append(r.headers.get("x-console-key")) if r.method == "POST" else None)
+        await page.click("#sign-in-submit")
+        await page.wait_for_selector("#composer", timeout=WAIT_MS)
+        assert "key-123" in sent
+        assert all("key-123" not in url and "pässword" not in url for url in console.requests)

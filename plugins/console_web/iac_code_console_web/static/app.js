@@ -1,5 +1,5 @@
 // The console: a hash router over three views (tasks, one task, metrics) and the sign-in form.
-import { rpc, stream, credential, saveCredential, forgetCredential, schemesOf, Unauthorized, RpcError } from "./api.js";
+import { rpc, stream, get, credential, saveCredential, forgetCredential, schemesOf, Unauthorized, RpcError } from "./api.js";
 import { el, clear, age, shortState } from "./dom.js";
 import { Timeline, isTerminal } from "./timeline.js";
 import { MetricsChart } from "./chart.js";
@@ -67,8 +67,9 @@ function startTurn(message) {
   });
 }
 
-function newMessage({ text, contextId, taskId, cwd, language }) {
+function newMessage({ text, contextId, taskId, cwd, language, pipeline }) {
   const iac = {};
+  if (pipeline) { iac.run_mode = "pipeline"; iac.candidatePresentation = "rich-v1"; }
   if (cwd) iac.cwd = cwd;
   if (language) iac.preferredLanguage = language;
   const message = { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text }] };
@@ -138,23 +139,25 @@ function failed(error, where) {
 
 // ------------------------------------------------------------------ composer
 
-function composer({ contextId = "", taskId = "", onStarted }) {
+function composer({ contextId = "", taskId = "", pipeline = false, onStarted }) {
   const prompt = el("textarea", { id: "prompt", rows: 3, placeholder: contextId ? "Follow up…" : "Describe the infrastructure you need…", required: true });
   const cwd = el("input", { id: "cwd", placeholder: "workspace (absolute path, optional)" });
   const language = el("select", { id: "language" }, el("option", { value: "en" }, "English"), el("option", { value: "zh" }, "中文"));
   const context = el("input", { id: "context-id", value: contextId, placeholder: "context id (optional)" });
   const status = el("span", { class: "error", id: "composer-error" });
+  const mode = el("input", { type: "checkbox", id: "pipeline-mode", checked: pipeline || null });
   const form = el("form", { class: "composer card", id: "composer" },
     prompt,
     el("div", { class: "row" }, el("label", {}, "Workspace ", cwd), el("label", {}, "Language ", language),
-      el("label", {}, "Context ", context),
+      el("label", {}, "Context ", context), el("label", {}, mode, " Pipeline mode"),
       el("button", { type: "submit", class: "primary", id: "send" }, contextId ? "Send" : "Start task"), status));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     status.textContent = "";
     const text = prompt.value.trim();
     if (!text) return;
-    const message = newMessage({ text, contextId: context.value.trim(), taskId, cwd: cwd.value.trim(), language: language.value });
+    const message = newMessage({ text, contextId: context.value.trim(), taskId, cwd: cwd.value.trim(), language: language.value,
+      pipeline: mode.checked });
     try {
       const id = await startTurn(message);
       prompt.value = "";
@@ -266,7 +269,12 @@ function showTask(taskId) {
     };
     await startTurn(answer);
     attach();
-  }, (state, task) => {
+  }, onState, async (text) => {
+    await startTurn(newMessage({ text, contextId: timeline.task.contextId, taskId, pipeline: true }));
+    attach();
+  });
+
+  function onState(state, task) {
     stateBadge.textContent = shortState(state);
     stateBadge.className = `state state-${shortState(state)}`;
     main.dataset.state = state;
@@ -274,9 +282,21 @@ function showTask(taskId) {
     if (task && task.contextId) contextText.textContent = task.contextId;
     if (task && task.contextId && !follow.firstChild) {
       follow.append(composer({ contextId: task.contextId, taskId: isTerminal(state) ? "" : task.id,
+        pipeline: Boolean(timeline.pipeline.progress),
         onStarted: (id) => { if (id === taskId) attach(); else location.hash = `#/task/${encodeURIComponent(id)}`; } }));
     }
-  });
+  }
+
+  // A pipeline task's events so far (its cards and progress), from the pipeline state endpoint.
+  async function pipelineHistory(task) {
+    try {
+      const response = await get(`/iac-code/pipeline/state?taskId=${encodeURIComponent(task.id)}&lean=1`);
+      const body = await response.json();
+      for (const event of body.events || []) if (!event.taskId || event.taskId === task.id) timeline.pipeline.event(event);
+    } catch (e) {
+      if (e instanceof Unauthorized) throw e; // not a pipeline task (404) or no pipeline plugin: nothing to show
+    }
+  }
 
   const onEvent = (result) => {
     if (result && result.error) { failed(result.error, error); return; }
@@ -327,8 +347,9 @@ function showTask(taskId) {
   if (session) {
     attach();
   } else {
-    rpc("GetTask", { id: taskId }).then((task) => {
+    rpc("GetTask", { id: taskId }).then(async (task) => {
       timeline.handle({ task });
+      await pipelineHistory(task);
       attach();
     }, (e) => failed(e, error));
   }

@@ -2,6 +2,7 @@
 // artifacts, findings), deduplicated so a resumed stream or a replayed history shows each item once.
 import { el, clear, shortState } from "./dom.js";
 import { highlight, languageOf } from "./highlight.js";
+import { PipelinePanel } from "./pipeline.js";
 
 const TERMINAL = new Set(["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"]);
 
@@ -23,8 +24,9 @@ export class Timeline {
    * @param {HTMLElement} artifacts where artifacts go
    * @param {(envelope, optionId) => Promise<void>} answer  sends a permission answer
    * @param {(state, task) => void} onState  told every state change
+   * @param {(text) => Promise<void>} reply  sends a text answer to a pipeline's question
    */
-  constructor(list, artifacts, answer, onState) {
+  constructor(list, artifacts, answer, onState, reply) {
     this.list = list;
     this.artifactsBox = artifacts;
     this.answer = answer;
@@ -36,6 +38,7 @@ export class Timeline {
     this.turnHasText = false;
     this.task = null;
     this.state = null;
+    this.pipeline = new PipelinePanel((kind, ...children) => this.row(kind, ...children), reply);
   }
 
   row(kind, ...children) {
@@ -71,6 +74,7 @@ export class Timeline {
     for (const message of task.history || []) this.message(message);
     for (const artifact of task.artifacts || []) this.artifact(artifact, false);
     const md = (task.metadata && task.metadata.iac_code) || {};
+    this.pipeline.fromMetadata(md);
     if (task.status && task.status.message) this.message(task.status.message, md);
     if (md.input && task.status && task.status.state === "TASK_STATE_INPUT_REQUIRED") this.question(md.input);
     if (task.status) this.setState(task.status.state);
@@ -82,6 +86,9 @@ export class Timeline {
     const state = update.status && update.status.state;
     if (state === "TASK_STATE_WORKING" && this.state !== "TASK_STATE_WORKING" && !md.inputReceived) this.turnHasText = false;
     if (md.tool) this.tool(md.tool);
+    this.pipeline.fromMetadata(md);
+    const pipelineQuestion = md.pipeline && md.pipeline.eventType === "input_required";
+    if (pipelineQuestion && update.status && update.status.message) this.seen.add(update.status.message.messageId);
     if (md.inputReceived) this.received(md.inputReceived);
     const message = update.status && update.status.message;
     if (md.input && state === "TASK_STATE_INPUT_REQUIRED") {
