@@ -291,6 +291,7 @@ async def test_a_pipeline_candidate_is_picked_and_confirmed(open_console: Any) -
 
         await page.reload()  # the cards come back from the task and the pipeline state endpoint
         await page.wait_for_selector(".candidate[data-candidate='2'] button.choose", timeout=WAIT_MS)
+        await page.wait_for_selector(".candidate[data-candidate='2'] .price-source:has-text('price')", timeout=WAIT_MS)
         await page.click(".candidate[data-candidate='2'] button.choose")
         assert await page.get_attribute(".candidate[data-candidate='2']", "data-chosen") == "true"
         await console.shot("pipeline-cards")

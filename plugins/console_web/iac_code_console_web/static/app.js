@@ -8,7 +8,7 @@ const main = document.getElementById("main");
 const signOut = document.getElementById("sign-out");
 const STATES = ["", "TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED",
   "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED", "TASK_STATE_AUTH_REQUIRED"];
-const PAGE_SIZE = 25;
+const PAGE_SIZES = [25, 50, 100];
 
 let leave = () => {};            // stops the current view's timers and streams
 const sessions = new Map();      // taskId -> Session: streams started from this page, kept across views
@@ -183,6 +183,8 @@ function lastText(task) {
 function showTasks(query) {
   const state = el("select", { id: "filter-state" }, ...STATES.map((s) => el("option", { value: s, selected: s === (query.get("state") || "") || null }, s ? shortState(s) : "any state")));
   const context = el("input", { id: "filter-context", value: query.get("context") || "", placeholder: "context id" });
+  const wanted = Number(query.get("size")) || PAGE_SIZES[0];
+  const size = el("select", { id: "page-size" }, ...PAGE_SIZES.map((n) => el("option", { value: n, selected: n === wanted || null }, `${n} per page`)));
   const body = el("tbody", { id: "task-rows" });
   const info = el("span", { class: "muted", id: "task-count" });
   const error = el("p", { class: "error", id: "tasks-error" });
@@ -196,7 +198,7 @@ function showTasks(query) {
   const load = async () => {
     if (inFlight) return;
     inFlight = true;
-    const params = { pageSize: PAGE_SIZE, historyLength: 1 };
+    const params = { pageSize: Number(size.value), historyLength: 1 };
     if (state.value) params.status = state.value;
     if (context.value.trim()) params.contextId = context.value.trim();
     if (tokens[page]) params.pageToken = tokens[page];
@@ -224,19 +226,21 @@ function showTasks(query) {
     const q = new URLSearchParams();
     if (state.value) q.set("state", state.value);
     if (context.value.trim()) q.set("context", context.value.trim());
+    if (Number(size.value) !== PAGE_SIZES[0]) q.set("size", size.value);
     const hash = `#/${q.toString() ? `?${q}` : ""}`;
     if (location.hash !== hash) location.hash = hash;
     else { tokens.length = 1; page = 0; load(); }
   };
   state.addEventListener("change", refilter);
   context.addEventListener("change", refilter);
+  size.addEventListener("change", refilter);
   next.addEventListener("click", () => { page += 1; load(); });
   prev.addEventListener("click", () => { page = Math.max(0, page - 1); load(); });
 
   clear(main).append(
     composer({ onStarted: (id) => { location.hash = `#/task/${encodeURIComponent(id)}`; } }),
     el("section", { class: "card" },
-      el("div", { class: "row" }, el("h2", {}, "Tasks"), info, el("label", {}, "State ", state), el("label", {}, "Context ", context)),
+      el("div", { class: "row" }, el("h2", {}, "Tasks"), info, el("label", {}, "State ", state), el("label", {}, "Context ", context), size),
       error,
       el("table", { class: "tasks" },
         el("thead", {}, el("tr", {}, el("th", {}, "State"), el("th", {}, "Task"), el("th", {}, "Context"), el("th", {}, "Age"), el("th", {}, "Last message"))),

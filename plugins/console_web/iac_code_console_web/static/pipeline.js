@@ -20,6 +20,7 @@ export class PipelinePanel {
     this.progress = null;
     this.prices = new Map();
     this.asked = new Set();
+    this.priceSlots = new Map();
   }
 
   /** Every pipeline event of one status update's metadata. */
@@ -56,6 +57,7 @@ export class PipelinePanel {
     }
     if (type === "candidate_step_completed" && data.conclusion && data.conclusion.disclaimer) {
       this.prices.set(Number(data.candidateIndex), String(data.conclusion.disclaimer));
+      for (const slot of this.priceSlots.get(Number(data.candidateIndex)) || []) slot.textContent = String(data.conclusion.disclaimer);
     }
     if (type === "input_required") this.question(e);
     else if (NOTED.has(type)) {
@@ -86,7 +88,7 @@ export class PipelinePanel {
         el("h4", {}, `${index}. ${name}`),
         option.summary ? el("p", { class: "muted" }, String(option.summary)) : null,
         this.diagram(option.architecture_diagram),
-        this.costs(option, this.prices.get(index)),
+        this.costs(option, index),
         choose);
       choose.addEventListener("click", () => {
         chosen = { index, name };
@@ -125,7 +127,9 @@ export class PipelinePanel {
       el("details", {}, el("summary", {}, "Mermaid source"), el("pre", { class: "code" }, String(source))));
   }
 
-  costs(option, priceSource) {
+  costs(option, index) {
+    const priceSource = el("p", { class: "price-source muted" }, this.prices.get(index) || "");
+    this.priceSlots.set(index, [...(this.priceSlots.get(index) || []), priceSource]);
     const items = Array.isArray(option.cost_items) ? option.cost_items : [];
     if (!items.length && !option.total_monthly_cost) return null;
     return el("div", { class: "costs" },
@@ -134,7 +138,7 @@ export class PipelinePanel {
         el("tbody", {}, ...items.map((i) => el("tr", {}, el("td", {}, String(i.name ?? "")), el("td", {}, String(i.spec ?? "")),
           el("td", {}, String(i.monthly_cost ?? ""))))),
         el("tfoot", {}, el("tr", {}, el("th", { colspan: 2 }, "Total"), el("th", { class: "total" }, String(option.total_monthly_cost ?? ""))))),
-      priceSource ? el("p", { class: "price-source muted" }, priceSource) : null);
+      priceSource);
   }
 
   choices(data) {

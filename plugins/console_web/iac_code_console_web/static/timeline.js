@@ -69,7 +69,8 @@ export class Timeline {
     this.task = { id: task.id, contextId: task.contextId };
     const md0 = (task.metadata && task.metadata.iac_code) || {};
     const asking = md0.input && task.status && task.status.state === "TASK_STATE_INPUT_REQUIRED";
-    const question = asking && task.status.message ? task.status.message.messageId : null;
+    const pipelineAsks = md0.pipeline && md0.pipeline.eventType === "input_required";
+    const question = (asking || pipelineAsks) && task.status.message ? task.status.message.messageId : null;
     if (question) this.seen.add(question); // the question's text: shown as the question card instead
     for (const message of task.history || []) this.message(message);
     for (const artifact of task.artifacts || []) this.artifact(artifact, false);
