@@ -330,3 +330,28 @@ async def test_basic_and_api_key_sign_in(open_console: Any) -> None:
         await page.wait_for_selector("#composer", timeout=WAIT_MS)
         assert "key-123" in sent
         assert all("key-123" not in url and "pässword" not in url for url in console.requests)
+
+
+async def test_push_configurations_are_listed_and_deleted(open_console: Any) -> None:
+    async with open_console({"push-notifications": True}) as console:
+        page = console.page
+        await page.goto(console.url)
+        task_id = await console.start_turn()
+        await page.wait_for_selector("#push-status:has-text('None')", timeout=WAIT_MS)
+        hook = {"taskId": task_id, "id": "hook-1", "url": "https://8.8.8.8/a2a-hook", "token": "push-secret"}
+        await console.rpc("CreateTaskPushNotificationConfig", hook)
+        await page.reload()
+        row = await page.wait_for_selector("#push-configs li[data-push='hook-1']", timeout=WAIT_MS)
+        text = await row.text_content() or ""
+        assert "https://8.8.8.8/a2a-hook" in text and "token set" in text and "push-secret" not in text
+        await page.click("#push-configs li[data-push='hook-1'] button.push-delete")
+        await page.wait_for_selector("#push-status:has-text('None')", timeout=WAIT_MS)
+        assert (await console.rpc("ListTaskPushNotificationConfigs", {"taskId": task_id})).get("configs", []) == []
+
+
+async def test_push_off_says_so(open_console: Any) -> None:
+    async with open_console() as console:
+        page = console.page
+        await page.goto(console.url)
+        await console.start_turn()
+        await page.wait_for_selector("#push-status:has-text('off on this server')", timeout=WAIT_MS)

@@ -338,6 +338,30 @@ function showTask(taskId) {
     }
   });
 
+  const pushList = el("ul", { class: "push-configs", id: "push-configs" });
+  const pushStatus = el("p", { class: "muted", id: "push-status" });
+  const pushBox = el("section", { class: "card" }, el("h3", {}, "Push configurations"), pushList, pushStatus);
+
+  // The caller's push configurations of this task (ListTaskPushNotificationConfigs), each deletable.
+  async function loadPush() {
+    try {
+      const result = await rpc("ListTaskPushNotificationConfigs", { taskId });
+      const configs = result.configs || [];
+      clear(pushList).append(...configs.map((config) => el("li", { "data-push": config.id },
+        el("code", {}, String(config.id || "")), " → ", el("span", { class: "push-url" }, String(config.url || "")),
+        config.token ? el("span", { class: "muted" }, " (token set)") : null, " ",
+        el("button", { type: "button", class: "danger push-delete", onclick: async () => {
+          try {
+            await rpc("DeleteTaskPushNotificationConfig", { taskId, id: config.id });
+            loadPush();
+          } catch (e) { failed(e, pushStatus); }
+        } }, "Delete"))));
+      pushStatus.textContent = configs.length ? "" : "None for this task.";
+    } catch (e) {
+      if (!failed(e, pushStatus) && e instanceof RpcError && e.code === -32003) pushStatus.textContent = "Push notifications are off on this server.";
+    }
+  }
+
   clear(main).append(
     el("section", { class: "card task-head" },
       el("div", { class: "row" }, el("a", { href: "#/" }, "← Tasks"), el("h2", {}, "Task ", el("code", { id: "task-id" }, taskId)), stateBadge, cancel),
@@ -345,7 +369,8 @@ function showTask(taskId) {
     el("div", { class: "task-body" },
       el("section", { class: "card" }, el("h3", {}, "Timeline"), list),
       el("section", { class: "card" }, el("h3", {}, "Artifacts"), artifacts)),
-    follow);
+    pushBox, follow);
+  loadPush();
 
   const session = sessions.get(taskId);
   if (session) {
