@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from iac_code.testing import A2A_HEADERS, GatedRuntimePlugin, RunningServer, start_server
+from iac_code.api import Thinking
+from iac_code.testing import A2A_HEADERS, GatedRuntimePlugin, RunningServer, ScriptedRuntime, start_server
 
 CHROMIUM = "/usr/bin/chromium"
 VPC_PROMPT = "Create a VPC with two vSwitches."
@@ -150,7 +151,8 @@ async def test_a_turn_streams_then_the_permission_answer_yields_the_template(ope
         await page.goto(console.url)
         assert await page.query_selector("#sign-in") is None  # auth off: the console opens directly
         task_id = await console.start_turn()
-        assert await page.get_attribute("#main", "data-live") == "stream"
+        assert await page.get_attribute("#main", "data-live") in ("stream", "ended")  # the page's own stream
+        assert "SubscribeToTask" not in console.methods
         await page.wait_for_selector(".entry-tool[data-tool='generate_template'][data-status='completed']",
                                      timeout=WAIT_MS)
         await page.wait_for_selector(".entry-agent:has-text('Here is the template')", timeout=WAIT_MS)
@@ -355,3 +357,15 @@ async def test_push_off_says_so(open_console: Any) -> None:
         await page.goto(console.url)
         await console.start_turn()
         await page.wait_for_selector("#push-status:has-text('off on this server')", timeout=WAIT_MS)
+
+
+async def test_thinking_is_shown_where_the_server_exposes_it(open_console: Any) -> None:
+    runtime = ScriptedRuntime((Thinking("Weighing <b>two</b> zones"), Thinking(" against one."), "Two zones it is."))
+    async with open_console({**runtime.settings, "thinking-exposure": "raw-thinking"}, {"scripted": runtime}) as console:
+        page = console.page
+        await page.goto(console.url)
+        await console.start_turn("Which layout?")
+        thinking = await page.wait_for_selector(".entry-thinking", timeout=WAIT_MS)
+        await page.wait_for_selector(".entry-agent:has-text('Two zones it is.')", timeout=WAIT_MS)
+        assert "Weighing <b>two</b> zones against one." in (await thinking.text_content() or "")
+        assert await page.locator(".entry-thinking b").count() == 0

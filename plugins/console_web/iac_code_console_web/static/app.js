@@ -312,9 +312,9 @@ function showTask(taskId) {
     if (closed) return;
     stopListening();
     const session = sessions.get(taskId);
-    if (session && !session.done) {
+    if (session) {  // replays what it already carried, then follows it
       stopListening = session.listen(onEvent);
-      main.dataset.live = "stream";
+      main.dataset.live = session.done ? "ended" : "stream";
       return;
     }
     if (isTerminal(timeline.state)) return;

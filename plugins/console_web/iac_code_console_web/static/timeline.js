@@ -87,6 +87,7 @@ export class Timeline {
     const state = update.status && update.status.state;
     if (state === "TASK_STATE_WORKING" && this.state !== "TASK_STATE_WORKING" && !md.inputReceived) this.turnHasText = false;
     if (md.tool) this.tool(md.tool);
+    if (md.thinking && md.thinking.text) this.thinking(String(md.thinking.text));
     this.pipeline.fromMetadata(md);
     const pipelineQuestion = md.pipeline && md.pipeline.eventType === "input_required";
     if (pipelineQuestion && update.status && update.status.message) this.seen.add(update.status.message.messageId);
@@ -127,6 +128,15 @@ export class Timeline {
       return;
     }
     this.row("agent", el("span", { class: "who" }, "Agent"), el("div", { class: "text" }, text));
+  }
+
+  thinking(text) {
+    const last = this.list.lastElementChild;
+    if (last && last.dataset.kind === "thinking") {
+      last.querySelector(".text").append(document.createTextNode(text));
+      return;
+    }
+    this.row("thinking", el("span", { class: "who" }, "Thinking"), el("div", { class: "text" }, text));
   }
 
   tool(tool) {
