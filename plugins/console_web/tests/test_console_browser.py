@@ -274,7 +274,7 @@ async def test_the_metrics_chart_is_drawn(open_console: Any) -> None:
 
 
 async def test_a_pipeline_candidate_is_picked_and_confirmed(open_console: Any) -> None:
-    async with open_console() as console:
+    async with open_console({"pipeline-selling-review-step": True}) as console:
         page = console.page
         await page.goto(console.url)
         await page.fill("#prompt", "Deploy a web application with a MySQL database on Alibaba Cloud.")
@@ -290,6 +290,11 @@ async def test_a_pipeline_candidate_is_picked_and_confirmed(open_console: Any) -
         await page.wait_for_selector("#pipeline-steps li[data-step='evaluate_candidates'][data-status='completed']",
                                      timeout=WAIT_MS)
         assert await page.is_disabled("#confirm-candidate")
+        reviews = page.locator(".entry-findings")  # the reviewing sub-step of each candidate
+        assert await reviews.count() >= 2
+        assert "offline reviewer" in (await reviews.first.text_content() or "")
+        severities = await page.locator(".entry-findings .severity").all_text_contents()
+        assert all(s in ("high", "medium", "low", "info") for s in severities)
 
         await page.reload()  # the cards come back from the task and the pipeline state endpoint
         await page.wait_for_selector(".candidate[data-candidate='2'] button.choose", timeout=WAIT_MS)

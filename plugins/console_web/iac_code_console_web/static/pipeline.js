@@ -11,10 +11,12 @@ export class PipelinePanel {
   /**
    * @param {(kind, ...children) => HTMLElement} row  adds a timeline entry
    * @param {(text) => Promise<void>} reply  sends an answer (text) to the waiting task
+   * @param {(findings, title) => void} findings  shows review findings
    */
-  constructor(row, reply) {
+  constructor(row, reply, findings) {
     this.row = row;
     this.reply = reply;
+    this.findings = findings;
     this.seen = new Set();
     this.steps = new Map();
     this.progress = null;
@@ -58,6 +60,12 @@ export class PipelinePanel {
     if (type === "candidate_step_completed" && data.conclusion && data.conclusion.disclaimer) {
       this.prices.set(Number(data.candidateIndex), String(data.conclusion.disclaimer));
       for (const slot of this.priceSlots.get(Number(data.candidateIndex)) || []) slot.textContent = String(data.conclusion.disclaimer);
+    }
+    if (type === "candidate_step_completed" && data.stepId === "reviewing" && data.conclusion) {
+      const c = data.conclusion;
+      const counts = c.finding_counts ? Object.entries(c.finding_counts).map(([k, v]) => `${k} ${v}`).join(", ") : "";
+      this.findings(Array.isArray(c.findings) ? c.findings : [],
+        `${data.candidateName || `Candidate ${data.candidateIndex}`}: ${c.status || ""} (${c.reviewer || "reviewer"}${counts ? `; ${counts}` : ""})`);
     }
     if (type === "input_required") this.question(e);
     else if (NOTED.has(type)) {

@@ -38,7 +38,8 @@ export class Timeline {
     this.turnHasText = false;
     this.task = null;
     this.state = null;
-    this.pipeline = new PipelinePanel((kind, ...children) => this.row(kind, ...children), reply);
+    this.pipeline = new PipelinePanel((kind, ...children) => this.row(kind, ...children), reply,
+      (findings, title) => this.findings(findings, title));
   }
 
   row(kind, ...children) {
@@ -216,16 +217,18 @@ export class Timeline {
     this.row("usage", el("span", { class: "who" }, "Usage"), parts.join(" · "));
   }
 
-  findings(findings) {
+  findings(findings, title = "") {
     const list = el("ul", { class: "findings" });
     for (const f of findings) {
       const severity = String(f.severity || f.level || "info").toLowerCase();
       list.append(el("li", { class: `finding sev-${severity.replace(/[^a-z]/g, "")}` },
         el("span", { class: "severity" }, severity), " ",
+        f.rule ? el("code", {}, String(f.rule)) : null, " ",
         String(f.message || f.text || f.title || JSON.stringify(f)),
         f.resource || f.path ? el("span", { class: "muted" }, ` (${String(f.resource || f.path)})`) : null));
     }
-    this.row("findings", el("span", { class: "who" }, "Review"), list);
+    this.row("findings", el("span", { class: "who" }, "Review"), title ? el("span", { class: "findings-title" }, title) : null,
+      findings.length ? list : el("div", { class: "muted" }, "No findings."));
   }
 
   artifact(artifact, append) {
