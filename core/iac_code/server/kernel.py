@@ -385,7 +385,7 @@ class Kernel:
                 connections[spec.name] = int(count())
         return Activity(turns_active=engine.active() if engine is not None else 0,
                         permission_waits=self.permissions.waiting(), contexts_loaded=len(self.contexts),
-                        connections=connections)
+                        connections=connections, held=self.turn_gates.busy())
 
     async def push_queue_depth(self) -> dict[str, int] | None:
         """The push queue's job counts by state (``pending``, ``inflight``, ``dead``); ``None`` without push."""
