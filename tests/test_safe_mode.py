@@ -16,14 +16,16 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from a2a.types.a2a_pb2 import GetTaskRequest
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.api import safe_mode
+from iac_code.api import HttpRouteSpec, hookimpl, safe_mode
 from iac_code.security.safe_mode import PathProjection
 from iac_code.testing import (
     A2A_HEADERS,
     RunningServer,
+    ScriptedRuntime,
     connect_client,
     parse_sse,
     send_and_answer,
@@ -133,3 +135,60 @@ def test_the_projection_itself() -> None:
         "list": ["[PATH]", "/work/ws/../other/f"],
     }
     assert safe_mode({"IAC_CODE_A2A_SAFE_MODE": "On"}) and not safe_mode({"IAC_CODE_A2A_SAFE_MODE": "2"})
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+async def test_push_payloads_are_projected_with_the_mode_at_send_time(
+        mode: str, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_push_delivery import FAST, receiver, send_with_push
+
+    monkeypatch.setenv("IAC_CODE_A2A_SAFE_MODE", mode)
+    runtime = ScriptedRuntime([f"Saved {workspace}/main.tf; the plan stays in {OUTSIDE}."])
+    async with receiver() as hook, start_server({**FAST, **runtime.settings}, extra_plugins={"scripted": runtime}) \
+            as server, aiohttp.ClientSession() as http:
+        monkeypatch.setattr("tests.test_push_delivery.send_message_body", _with_cwd(workspace))
+        task = await send_with_push(http, server.url, hook.url, text="write main.tf")
+        (got,) = await hook.wait_for(1)
+    assert got.body["statusUpdate"]["taskId"] == task["id"]
+    pushed = json.dumps(got.body)
+    assert OUTSIDE in pushed
+    if mode == "on":
+        assert "Saved [PATH];" in pushed and str(workspace) not in pushed
+    else:
+        assert f"Saved {workspace}/main.tf;" in pushed and "[PATH]" not in pushed
+
+
+def _with_cwd(workspace: Path) -> Any:
+    def body(text: str, **fields: Any) -> dict[str, Any]:
+        return send_message_body(text, metadata={"iac_code": {"cwd": str(workspace)}}, **fields)
+    return body
+
+
+class _RoutePlugin:
+    """A plugin HTTP route answering JSON that names a file in the server's state directory."""
+
+    def __init__(self) -> None:
+        self.state_dir = ""
+
+    @hookimpl
+    def iac_code_http_routes(self, kernel: Any) -> list[HttpRouteSpec]:
+        self.state_dir = str(kernel.state_dir)
+
+        async def where(request: web.Request) -> web.Response:
+            return web.json_response({"file": f"{self.state_dir}/x.json", f"{self.state_dir}/y": OUTSIDE})
+        return [HttpRouteSpec("GET", "/test/where", where)]
+
+
+@pytest.mark.parametrize("mode", ["true", ""])
+async def test_plugin_routes_json_is_projected(mode: str, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IAC_CODE_A2A_SAFE_MODE", mode)
+    plugin = _RoutePlugin()
+    async with start_server(extra_plugins={"where": plugin}) as server, aiohttp.ClientSession() as http:
+        async with http.get(server.url + "test/where") as r:
+            body = await r.json()
+        async with http.get(server.url + "health") as r:
+            assert await r.json() == {"status": "healthy"}
+    if mode:
+        assert body == {"file": "[PATH]", "[PATH]": OUTSIDE}
+    else:
+        assert body == {"file": f"{plugin.state_dir}/x.json", f"{plugin.state_dir}/y": OUTSIDE}

@@ -143,7 +143,7 @@ class Kernel:
         self.projection = WireProjection(
             static_roots(str(default_config_dir()), str(self.state_dir),
                          str(config.config_file) if config.config_file else None),
-            self.contexts.cwd_of, self.task_store)
+            self.contexts.cwd_of, self.task_store, self.contexts.cwds_of_context)
         self.permissions = PermissionBroker()
         self.permission_waits = self._permission_waits()
         self.llm_headers = LlmHeaderStore()  # each context's LLM-provider headers (memory only)

@@ -27,10 +27,11 @@ logger = logging.getLogger(__name__)
 class ProjectionScope:
     """The projection of one call (or one push delivery): roots found once per id, reused per event."""
 
-    def __init__(self, owner: WireProjection, principal: Principal, request: Any) -> None:
+    def __init__(self, owner: WireProjection, principal: Principal | None, request: Any) -> None:
         self._owner = owner
-        self._context = ServerCallContext(user=PrincipalUser(principal))
-        self._scope = resolve_user_scope(self._context)
+        # None: no caller (a push delivery): the contexts named, whoever owns them
+        self._context = ServerCallContext(user=PrincipalUser(principal)) if principal is not None else None
+        self._scope = resolve_user_scope(self._context) if self._context is not None else None
         self._request = request
         self._seen: set[str] = set()
         self._workspaces: set[str] = set()
@@ -43,11 +44,15 @@ class ProjectionScope:
         if self._projection is not None and not new_contexts and not new_tasks:
             return self._projection
         self._seen |= new_contexts | new_tasks
-        for task_id in new_tasks:
-            context_id = await self._owner.context_of_task(task_id, self._context)
-            if context_id:
-                new_contexts.add(context_id)
+        if self._context is not None:
+            for task_id in new_tasks:
+                context_id = await self._owner.context_of_task(task_id, self._context)
+                if context_id:
+                    new_contexts.add(context_id)
         for context_id in new_contexts:
+            if self._scope is None:
+                self._workspaces.update(self._owner.cwds_of_context(context_id))
+                continue
             cwd = self._owner.cwd_of(self._scope, context_id)
             if cwd:
                 self._workspaces.add(cwd)
@@ -80,9 +85,10 @@ class WireProjection:
     """The server's safe-mode projection: ``scope(principal, request)`` per call, ``None`` work when off."""
 
     def __init__(self, static_roots: Sequence[str], cwd_of: Callable[[str, str], str | None],
-                 task_store: Any) -> None:
+                 task_store: Any, cwds_of_context: Callable[[str], list[str]] | None = None) -> None:
         self.static_roots = tuple(static_roots)
         self.cwd_of = cwd_of
+        self.cwds_of_context = cwds_of_context or (lambda context_id: [])
         self._task_store = task_store
 
     @staticmethod
@@ -90,11 +96,13 @@ class WireProjection:
         """Whether safe mode is on now (``IAC_CODE_A2A_SAFE_MODE``, read per use)."""
         return safe_mode()
 
-    def scope(self, principal: Principal = ANONYMOUS_PRINCIPAL, request: Any = None) -> ProjectionScope:
-        """The projection of one call by ``principal`` whose params (or other request JSON) are ``request``."""
+    def scope(self, principal: Principal | None = ANONYMOUS_PRINCIPAL, request: Any = None) -> ProjectionScope:
+        """The projection of one call by ``principal`` whose params (or other request JSON) are ``request``;
+        ``principal=None`` for output no caller asked for (push deliveries): roots from the contexts named."""
         return ProjectionScope(self, principal, request)
 
-    async def project(self, value: Any, principal: Principal = ANONYMOUS_PRINCIPAL, request: Any = None) -> Any:
+    async def project(self, value: Any, principal: Principal | None = ANONYMOUS_PRINCIPAL,
+                      request: Any = None) -> Any:
         """``value`` projected when safe mode is on, else ``value`` itself."""
         if not safe_mode():
             return value

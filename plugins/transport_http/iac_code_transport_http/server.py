@@ -67,6 +67,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CARD_PATH = "/.well-known/agent-card.json"
+# Plugin routes safe mode's projection leaves alone (their answers hold no workspace data).
+UNPROJECTED_PATHS = frozenset({"/iac-code/readiness"})
 HEALTH_BODY = b'{"status":"healthy"}'
 UNAUTHORIZED_BODY = b'{"error":"Unauthorized"}'
 PRINCIPAL_KEY = web.RequestKey("iac_code.principal", Principal)
@@ -242,7 +244,8 @@ class HttpTransport:
         app.router.add_post("/", self._rpc)
         app.router.add_get("/" + ARTIFACT_ROUTE_PREFIX + "{artifact_id}/{name}", self._artifact, allow_head=False)
         for route in self.kernel.http_routes():
-            app.router.add_route(route.method.upper(), route.path, route.handler, name=route.name or None)
+            handler = route.handler if route.path in UNPROJECTED_PATHS else self._projected(route.handler)
+            app.router.add_route(route.method.upper(), route.path, handler, name=route.name or None)
             if not route.auth:
                 self._public_paths.add(route.path)
         # After plugin routes, so a plugin's literal path wins over "/{tenant}/...";
@@ -261,6 +264,26 @@ class HttpTransport:
                                                  self._rest_endpoint(rest_route))
                 self._own_route_of[own] = rest_route
         return app
+
+    def _projected(self, handler: Handler) -> Handler:
+        """A plugin route whose JSON answers get safe mode's path projection (``IAC_CODE_A2A_SAFE_MODE``, read per
+        response); other bodies (SSE a plugin streams itself, files) pass as they are."""
+        async def projected(request: web.Request) -> web.StreamResponse:
+            response = await handler(request)
+            projection = getattr(self.kernel, "projection", None)
+            if projection is None or not projection.enabled() or not isinstance(response, web.Response) \
+                    or "json" not in (response.content_type or "") or not isinstance(response.body, bytes):
+                return response
+            try:
+                document = jsonio.loads(response.body)
+            except ValueError:
+                return response  # undecodable: unchanged
+            principal = request.get(PRINCIPAL_KEY, ANONYMOUS_PRINCIPAL)
+            projected_body = await projection.project(
+                document, principal, {"query": dict(request.query), "path": dict(request.match_info)})
+            response.body = _dumps(projected_body)
+            return response
+        return projected
 
     def _is_rest(self, request: web.Request) -> bool:
         return getattr(request.match_info.route, "resource", None) in self._rest_resources
