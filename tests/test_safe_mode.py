@@ -67,7 +67,6 @@ async def _wires(server: RunningServer, workspace: Path) -> dict[str, str]:
     async with aiohttp.ClientSession() as http:
         body = send_message_body(_prompt(workspace), metadata={"iac_code": {"cwd": str(workspace)}})
         task = await send_and_answer(lambda b: _post(http, server, b), body)
-        assert (workspace / "template.ros.yaml").exists()
         seen["jsonrpc"] = json.dumps(task)
         got = await _post(http, server, {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}})
         seen["jsonrpc-get"] = json.dumps(got)
@@ -101,6 +100,9 @@ async def test_paths_under_the_workspace_become_placeholders_on_every_binding(
     assert safe_mode()
     async with start_server(SETTINGS) as server:
         seen = await _wires(server, workspace)
+    # The runtime offers only read-only tools: write_file is not among them, nothing asked, nothing saved.
+    assert not (workspace / "template.ros.yaml").exists()
+    assert "template.ros.yaml was not written to the workspace." in seen["jsonrpc"]
     for binding, text in seen.items():
         assert str(workspace) not in text, binding
         assert "[PATH]" in text, binding
@@ -116,6 +118,7 @@ async def test_without_safe_mode_paths_pass_unchanged(workspace: Path, monkeypat
     assert not safe_mode()
     async with start_server(SETTINGS) as server:
         seen = await _wires(server, workspace)
+    assert (workspace / "template.ros.yaml").exists() and "Saved template.ros.yaml" in seen["jsonrpc"]
     for binding, text in seen.items():
         assert str(workspace) in text and "[PATH]" not in text, binding
     assert f"Notes in {workspace}/notes.md" in seen["grpc"]
