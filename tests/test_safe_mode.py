@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from a2a.types.a2a_pb2 import GetTaskRequest
-from google.protobuf.json_format import MessageToDict
+from a2a.types.a2a_pb2 import GetTaskRequest, SendMessageRequest
+from google.protobuf.json_format import MessageToDict, ParseDict
 
 from iac_code.api import HttpRouteSpec, hookimpl, safe_mode
 from iac_code.security.safe_mode import PathProjection
@@ -91,6 +91,11 @@ async def _wires(server: RunningServer, workspace: Path) -> dict[str, str]:
         seen["rest-sse"] = json.dumps(events)
     async with connect_client(server, binding="GRPC") as client:
         seen["grpc"] = json.dumps(MessageToDict(await client.get_task(GetTaskRequest(id=task["id"]))))
+        params = send_message_body(f"review {workspace}/template.ros.yaml", message_id="m-4",
+                                   contextId=task["contextId"], metadata={"iac_code": {"cwd": str(workspace)}})["params"]
+        events = [MessageToDict(e) async for e in client.send_message(ParseDict(params, SendMessageRequest()))]
+        assert events
+        seen["grpc-stream"] = json.dumps(events)
     return seen
 
 
@@ -111,6 +116,7 @@ async def test_paths_under_the_workspace_become_placeholders_on_every_binding(
         assert "Notes in [PATH] (also [PATH])" in text, binding
         assert OUTSIDE in text and SECRET in text, binding  # no root proves it; secrets are not its business
     assert "review [PATH]" in seen["sse"] and "review [PATH]" in seen["rest-sse"]
+    assert "review [PATH]" in seen["grpc-stream"]
 
 
 async def test_without_safe_mode_paths_pass_unchanged(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:

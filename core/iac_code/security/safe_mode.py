@@ -197,7 +197,7 @@ def mentioned_ids(*documents: Any, depth: int = 6) -> tuple[set[str], set[str]]:
                     tasks.add(node[key])
             stack.extend((item, level + 1) for item in node.values() if isinstance(item, dict | list))
         elif isinstance(node, list):
-            stack.extend((item, level + 1) for item in node[:64] if isinstance(item, dict | list))
+            stack.extend((item, level + 1) for item in node[:1024] if isinstance(item, dict | list))
     return contexts, tasks
 
 
