@@ -174,6 +174,7 @@ from iac_code.protocol.framing import (
 )
 from iac_code.security.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.security.log_limits import RateLimitedLog
+from iac_code.security.safe_mode import SAFE_MODE_ENV, safe_mode
 from iac_code.security.workspace import is_protected_file, is_within
 from iac_code.server.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.tasks.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
@@ -229,6 +230,7 @@ __all__ = [
     "NOT_STORED",
     "QUESTION_TIMEOUT_SECONDS",
     "RAW_PARAMS_KEY",
+    "SAFE_MODE_ENV",
     "SAFE_POINTS",
     "STREAMING_METHODS",
     "TOO_LARGE",
@@ -389,6 +391,7 @@ __all__ = [
     "routers",
     "run_tool",
     "run_until_stopped",
+    "safe_mode",
     "seq_of",
     "serve_frame",
     "set_working_template",

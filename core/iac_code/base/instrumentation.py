@@ -19,13 +19,22 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Activity:
-    """What a running server holds right now, read by gauges when they are scraped."""
+    """What a running server holds right now, read by gauges when they are scraped and by the idle shutdown."""
 
     turns_active: int
     permission_waits: int
     contexts_loaded: int
     connections: Mapping[str, int]
     """Open client connections by transport name (transports that count them)."""
+    held: bool = False
+    """Whether a turn gate holds work although no turn may run (execution control pausing, paused,
+    resuming or terminating): see :meth:`idle`."""
+
+    @property
+    def idle(self) -> bool:
+        """No active work: no running turn, no live permission wait, nothing a turn gate holds. The HTTP
+        transport's idle shutdown stops only a server for which this is true."""
+        return self.turns_active == 0 and self.permission_waits == 0 and not self.held
 
 
 class Instrumentation:

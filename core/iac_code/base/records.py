@@ -706,6 +706,12 @@ class PluginContext(Protocol):
     protocol_adapters: Sequence[ProtocolAdapterSpec]
     """The installed protocol adapters (``iac_code_protocol_adapters``): the HTTP transport serves their routes."""
 
+    projection: Any
+    """Safe mode's path projection (``IAC_CODE_A2A_SAFE_MODE``) for wire boundaries outside the dispatcher
+    (gRPC messages, push payloads, plugin routes' JSON): ``enabled()``, ``await project(value, principal,
+    request)`` (``value`` itself when safe mode is off) and ``scope(principal, request)`` whose
+    ``await project(value)`` reuses its roots per event. Results of the dispatcher are already projected."""
+
     @property
     def card_document(self) -> CardDocument:
         """The public Agent Card as served: its JSON body and cache validators (``ETag``, ``Last-Modified``)."""

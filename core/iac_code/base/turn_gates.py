@@ -82,6 +82,10 @@ class TurnGate(Protocol):
     # the message's ``metadata.iac_code``: a feature whose answers come in it (the resource selector's
     # ``inputResponse``) refuses a bad one (``-32602`` with that text) before any turn or task change.
 
+    # Optional: ``busy() -> bool``. Whether the gate holds work the server must not walk away from although
+    # no turn may be running (execution control pausing, paused, resuming or terminating): the HTTP
+    # transport's idle shutdown (``idle-shutdown-seconds``) waits while any gate says so.
+
     async def safe_point(self, point: TurnPoint) -> None:
         """Awaited at each safe point of a turn; the turn goes on when it returns. Holding it is the pause;
         cancelling the task cancels this await (``asyncio.CancelledError``: let it propagate)."""

@@ -376,8 +376,12 @@ class JsonRpcDispatcher:
         adapters: Sequence[ProtocolAdapterSpec] = (),
         required_extensions: frozenset[str] = frozenset(),
         instrumentation: Instrumentation | None = None,
+        projection: Any = None,
     ) -> None:
         self._handler = handler
+        # Safe mode's path projection (iac_code.tasks.projection.WireProjection): applied to every result and
+        # stream event here, the one call core of every JSON-RPC and HTTP+JSON framing. None: never.
+        self.projection = projection
         # Method name -> the protocol adapter's dispatch, for names that are not A2A 1.0 methods.
         self._adapted = {method: call for adapter in adapters for method, call in adapter.methods.items()}
         self.streaming_methods: frozenset[str] = STREAMING_METHODS.union(
@@ -466,9 +470,18 @@ class JsonRpcDispatcher:
         """
         instrumentation = self.instrumentation
         if instrumentation is None:
-            return await self._invoke(method, params, call, request_id, query, fields, tenant, legacy)
-        return await instrumentation.observe_call(
-            method, call, params, fields, self._invoke(method, params, call, request_id, query, fields, tenant, legacy))
+            result = await self._invoke(method, params, call, request_id, query, fields, tenant, legacy)
+        else:
+            result = await instrumentation.observe_call(
+                method, call, params, fields,
+                self._invoke(method, params, call, request_id, query, fields, tenant, legacy))
+        projection = self.projection
+        if projection is None or not projection.enabled():
+            return result
+        scope = projection.scope(call.principal, {"params": params, "fields": dict(fields or {})})
+        if method in STREAMING_METHODS:
+            return scope.stream(result)
+        return await scope.project(result)
 
     async def _invoke(  # noqa: PLR0913
         self,

@@ -22,7 +22,7 @@ from iac_code.security.auth import Authenticator
 from iac_code.base.background import spawn
 from iac_code.protocol.card import CardService
 from iac_code.base.cluster import NodeLink, StateBackend
-from iac_code.base.config import ServerConfig
+from iac_code.base.config import ServerConfig, default_config_dir
 from iac_code.tasks.contexts import ContextRegistry
 from iac_code.tasks.gating import TurnGates
 from iac_code.protocol.dispatcher import METHOD_PARAMS, JsonRpcDispatcher
@@ -51,6 +51,8 @@ from iac_code.base.records import (
     TransportServer,
     TransportSpec,
 )
+from iac_code.tasks.projection import WireProjection
+from iac_code.security.safe_mode import static_roots
 from iac_code.tasks.request_handler import DecodingContextBuilder, KernelRequestHandler
 from iac_code.server.state_lock import StateDirectoryLock
 from iac_code.base.storage import SnapshotWriter, sweep_temp_files
@@ -137,6 +139,11 @@ class Kernel:
         # The server's own files (config file, state, artifacts, audit log) are never input or a workspace.
         from iac_code.security import workspace
         workspace.protect(self, workspace.ProtectedPaths.of(config))
+        # Safe mode's path projection at every wire boundary (IAC_CODE_A2A_SAFE_MODE, read per use).
+        self.projection = WireProjection(
+            static_roots(str(default_config_dir()), str(self.state_dir),
+                         str(config.config_file) if config.config_file else None),
+            self.contexts.cwd_of, self.task_store, self.contexts.cwds_of_context)
         self.permissions = PermissionBroker()
         self.permission_waits = self._permission_waits()
         self.llm_headers = LlmHeaderStore()  # each context's LLM-provider headers (memory only)
@@ -266,7 +273,7 @@ class Kernel:
         )
         self.dispatcher = JsonRpcDispatcher(
             self.request_handler, required_extensions=frozenset(self.config.required_extensions),
-            instrumentation=self.instrumentation, adapters=self.protocol_adapters)
+            instrumentation=self.instrumentation, adapters=self.protocol_adapters, projection=self.projection)
 
     def _build_executor(self) -> tuple[AgentExecutor, InputDecoder | None]:
         if self.config.agent_executor:
@@ -385,7 +392,7 @@ class Kernel:
                 connections[spec.name] = int(count())
         return Activity(turns_active=engine.active() if engine is not None else 0,
                         permission_waits=self.permissions.waiting(), contexts_loaded=len(self.contexts),
-                        connections=connections)
+                        connections=connections, held=self.turn_gates.busy())
 
     async def push_queue_depth(self) -> dict[str, int] | None:
         """The push queue's job counts by state (``pending``, ``inflight``, ``dead``); ``None`` without push."""

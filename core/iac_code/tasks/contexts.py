@@ -104,6 +104,19 @@ class ContextRegistry:
             state = self._restore(owner, context_id)
         return dict(state.session) if state is not None else None
 
+    def cwd_of(self, owner: str, context_id: str) -> str | None:
+        """The workspace of ``owner``'s context (in memory, else its snapshot), without loading it; ``None``
+        for a context this node does not know (safe mode's projection roots)."""
+        state = self._live.get((owner, context_id))
+        if state is None and self._link is None:
+            state = self._restore(owner, context_id)
+        return state.cwd if state is not None else None
+
+    def cwds_of_context(self, context_id: str) -> list[str]:
+        """The workspaces of the contexts in memory named ``context_id``, whoever owns them: where no caller
+        is known (a push delivery, whose job holds only a hashed owner key), safe mode's projection roots."""
+        return [state.cwd for (_, cid), state in list(self._live.items()) if cid == context_id]
+
     async def reserve(self, owner: str, context_id: str, cwd: str, channel: str | None,
                       task_id: str) -> ContextState:
         """Claim the context for one turn; refuse a busy context or a different workspace."""

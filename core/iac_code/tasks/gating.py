@@ -53,6 +53,20 @@ class TurnGates:
                 return str(refusal)
         return None
 
+    def busy(self) -> bool:
+        """Whether any gate's optional ``busy()`` says it holds work (a paused or terminating execution)."""
+        for gate in self._gates:
+            check = getattr(gate, "busy", None)
+            if check is None:
+                continue
+            try:
+                if check():
+                    return True
+            except Exception:
+                logger.exception("Turn gate %s failed in busy", type(gate).__name__)
+                return True  # unknown: not idle
+        return False
+
     async def safe_point(self, point: TurnPoint) -> None:
         """Await every gate at a safe point (a cancellation propagates)."""
         for gate in self._gates:

@@ -131,6 +131,12 @@ class Controller:
 
     # ------------------------------------------------------------------ the turn gate
 
+    def busy(self) -> bool:
+        """Whether an execution is pausing, paused, resuming or terminating (or terminated while its turn still
+        runs): work the HTTP transport's idle shutdown waits for (the kernel reads it through the turn gates)."""
+        return any(e.phase in REFUSING or (e.phase == TERMINATED and not e.release_ready)
+                   for e in self._executions.values())
+
     def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
         execution = self.get(owner, context_id)
         if execution is not None and execution.phase in REFUSING:

@@ -325,10 +325,14 @@ async def test_a_pause_waits_for_the_end_of_a_turn_without_safe_points(tmp_path:
         paused = await http.state(task["contextId"], pauseId=pausing["pauseId"])
         assert paused["phase"] == "paused" and paused["executionStatus"] == "normal-turn-ended"
         assert paused["streamAvailable"] is False
+        # No turn runs, but a paused execution is active work: an idle shutdown waits (through the kernel's seam).
+        activity = server.kernel.activity()
+        assert activity.turns_active == 0 and activity.held is True and not activity.idle
         with pytest.raises(InvalidParamsError, match="Current execution must finish recovery before a new task starts"):
             async for _ in client.send_message(_message("next", task_id=task["id"], context_id=task["contextId"])):
                 pass
         assert (await http.resume(paused, "r-1"))[0] == 200
+        assert server.kernel.activity().held is False
 
 
 async def test_a_pause_while_a_permission_waits_holds_the_answered_tool(tmp_path: Path,

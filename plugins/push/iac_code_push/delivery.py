@@ -182,6 +182,9 @@ class PushDeliveryWorker:
         self._stopping = False
         # The server's metrics (``push_outcome``, ``push_attempt``); None: none kept.
         self.metrics = metrics
+        # Safe mode's path projection (PluginContext.projection), applied to each attempt's payload with the
+        # mode in force at send time (the queued payload stays canonical); None: a worker without a server.
+        self.projection: Any = None
 
     async def start(self) -> None:
         connector = PinnedConnector(self.guard, limit=self.settings.concurrency)
@@ -287,6 +290,13 @@ class PushDeliveryWorker:
                                                          job_id=job.job_id, task_id=job.task_id)
         return headers
 
+    async def _payload(self, job: PushJob) -> Any:
+        """The job's payload as sent now: projected when safe mode is on (``IAC_CODE_A2A_SAFE_MODE``)."""
+        projection = self.projection
+        if projection is None or not projection.enabled():
+            return job.payload
+        return await projection.project(job.payload, None)  # no caller: the roots of the contexts it names
+
     async def _deliver(self, job: PushJob) -> None:
         with api.tracing.push_span(job.trace, task_id=job.task_id, **{"url.full": display_url(job.url)},
                                attempt=job.attempt + 1) as span:
@@ -305,7 +315,7 @@ class PushDeliveryWorker:
         headers = self.headers_for(job, config)
         api.tracing.inject(headers, job.trace)  # traceparent: this attempt's span, in the queuing turn's trace
         try:
-            async with self._session.post(job.url, data=jsonio.dumps(job.payload), headers=headers,
+            async with self._session.post(job.url, data=jsonio.dumps(await self._payload(job)), headers=headers,
                                           allow_redirects=False) as response:
                 status = response.status
                 span.set_attribute("http.response.status_code", status)

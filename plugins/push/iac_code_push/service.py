@@ -145,6 +145,8 @@ class PushNotifications:
         if deliver:
             self.worker = PushDeliveryWorker(self.queue, self.store, self.guard,
                                              DeliverySettings.of(self.config, issuer), self.signer, metrics)
+            server = self.context.server
+            self.worker.projection = getattr(server, "projection", None) if server is not None else None
             await self.worker.start()
 
 

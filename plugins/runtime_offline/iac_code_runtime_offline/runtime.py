@@ -40,11 +40,13 @@ from iac_code.api import (
     Tool,
     ToolCall,
     ToolContext,
+    ToolOutcome,
     Translator,
     TurnRequest,
     Usage,
     hookimpl,
     run_tool,
+    safe_mode,
     translator,
     working_template,
 )
@@ -164,12 +166,34 @@ class OfflineRuntime:
         yield Usage(estimate_tokens(turn.prompt), math.ceil((said + len("".join(output))) / 4))
 
 
+# Safe mode (IAC_CODE_A2A_SAFE_MODE, read at each turn): the tools a turn may use. The product's list
+# (read_file, list_files, glob, grep, aliyun_api, aliyun_doc_search, aliyun_api_doc, ros_stack,
+# ros_stack_instances, ros_stack_group, ros_template, ros_template_scratch, ros_diagnostic,
+# ros_resource_type_registration, ros_tag, skill, read_memory, write_memory) plus this engine's own
+# names for the same work: generate_template and convert_terraform (ros_template / ros_template_scratch:
+# a template in memory, nothing written), review_template (ros_diagnostic). write_file is not in it: in
+# safe mode nothing is saved to the workspace (the answer says so).
+SAFE_MODE_TOOLS = frozenset({
+    "read_file", "list_files", "glob", "grep", "aliyun_api", "aliyun_doc_search", "aliyun_api_doc", "ros_stack",
+    "ros_stack_instances", "ros_stack_group", "ros_template", "ros_template_scratch", "ros_diagnostic",
+    "ros_resource_type_registration", "ros_tag", "skill", "read_memory", "write_memory",
+    "generate_template", "convert_terraform", "review_template",
+})
+
+
+def offered_tools(tools: Mapping[str, Tool]) -> Mapping[str, Tool]:
+    """``tools``, or in safe mode only those of :data:`SAFE_MODE_TOOLS`."""
+    if not safe_mode():
+        return tools
+    return {name: tool for name, tool in tools.items() if name in SAFE_MODE_TOOLS}
+
+
 class Session:
     """One turn's work: the tools, the context session and the turn's language."""
 
     def __init__(self, turn: TurnRequest, tools: Mapping[str, Tool]) -> None:
         self.turn = turn
-        self.tools = tools
+        self.tools = offered_tools(tools)
         self.t: Translator = translator(turn.language)
         self.context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
         self._calls = 0
@@ -185,7 +209,11 @@ class Session:
         if step is not None:
             frame = {"runtime": "offline", "version": 1, **step,
                      "call": {"id": call.tool_use_id, "name": call.name, "input": dict(call.input)}}
-        async for event in run_tool(self.tools[call.name], call, self.context, continuation=frame):
+        tool = self.tools.get(call.name)
+        if tool is None:  # not offered (safe mode): the call fails without running
+            call.outcome = ToolOutcome(error=f"The tool {call.name} is not available in safe mode.")
+            return
+        async for event in run_tool(tool, call, self.context, continuation=frame):
             yield event
 
     async def resume(self, call_id: str, name: str, tool_input: dict[str, Any],

@@ -40,10 +40,12 @@ from a2a.utils.errors import (
 )
 from a2a.utils.grpc_status import status_to_grpc
 from google.protobuf import any_pb2
+from google.protobuf.json_format import ParseDict
 from google.rpc import error_details_pb2, status_pb2
 from grpc import aio
 
 from iac_code.api import (
+    ANONYMOUS_PRINCIPAL,
     MESSAGE_METHODS,
     RAW_PARAMS_KEY,
     InterfaceInfo,
@@ -149,6 +151,23 @@ class KernelRequestHandlerRef:
         return getattr(self._kernel.request_handler, name)
 
 
+async def _projected(kernel: PluginContext, request: Any, response: Any) -> Any:
+    """``response`` with safe mode's path projection (``IAC_CODE_A2A_SAFE_MODE``): as JSON, projected, parsed
+    back into the same message type; ``response`` itself when safe mode is off."""
+    projection = getattr(kernel, "projection", None)
+    if projection is None or response is None or not projection.enabled():
+        return response
+    call = _ADMITTED.get(None)
+    scope = projection.scope(call.principal if call is not None else ANONYMOUS_PRINCIPAL, message_to_json(request))
+    return _parsed(response, await scope.project(message_to_json(response)))
+
+
+def _parsed(template: Any, data: Any) -> Any:
+    out = type(template)()
+    ParseDict(data, out, ignore_unknown_fields=True)
+    return out
+
+
 def _unary(method: str) -> Callable[..., Any]:
     served = getattr(GrpcHandler, method)
 
@@ -156,7 +175,7 @@ def _unary(method: str) -> Callable[..., Any]:
         with tracing.method_span(method, lambda: read_metadata(context)[0], "grpc"):
             await self.admit(method, request, context)
             try:
-                return await served(self, request, context)
+                return await _projected(self._kernel, request, await served(self, request, context))
             except aio.AbortError:
                 raise
             except Exception:
@@ -175,8 +194,16 @@ def _stream(method: str) -> Callable[..., Any]:
         with tracing.method_span(method, lambda: read_metadata(context)[0], "grpc"):
             await self.admit(method, request, context)
             try:
-                async for item in served(self, request, context):
-                    yield item
+                projection = getattr(self._kernel, "projection", None)
+                if projection is None or not projection.enabled():
+                    async for item in served(self, request, context):
+                        yield item
+                else:
+                    call = _ADMITTED.get(None)
+                    scope = projection.scope(call.principal if call is not None else ANONYMOUS_PRINCIPAL,
+                                             message_to_json(request))
+                    async for item in served(self, request, context):
+                        yield _parsed(item, await scope.project(message_to_json(item)))
             except aio.AbortError:
                 raise
             except Exception:
@@ -243,7 +270,9 @@ class KernelGrpcHandler(GrpcHandler):
         nothing on its way to disk is answered without a coroutine hop; anything else takes the full path.
         """
         metadata = context.invocation_metadata()
-        reader = None if tracing.enabled() else self._known.get(metadata)
+        projection = getattr(self._kernel, "projection", None)
+        projected = projection is not None and projection.enabled()
+        reader = None if tracing.enabled() or projected else self._known.get(metadata)
         if reader is not None:
             peek = getattr(self._kernel.request_handler, "peek_task", None)
             task = peek(request, reader) if peek is not None else None
@@ -265,7 +294,7 @@ class KernelGrpcHandler(GrpcHandler):
                 if len(self._known) >= KNOWN_METADATA:
                     self._known.clear()
                 self._known[metadata] = reader
-                return task
+                return await _projected(self._kernel, request, task) if projected else task
             raise AssertionError("not reached: abort raises")
 
     async def abort_context(self, error: A2AError, context: aio.ServicerContext) -> None:

@@ -34,6 +34,10 @@ class HttpTransportConfig(BaseModel):
         description="Seconds to receive a request's whole body once its headers are in (then 408).")
     http_max_connections: int = Field(
         1024, ge=1, description="Open client connections (SSE streams included); past it new ones get 503.")
+    idle_shutdown_seconds: Any = Field(
+        0, description="Stop the server (as SIGTERM would) after this many seconds without an HTTP request in "
+        "flight and without active work (running turns, permission waits, paused or terminating executions); "
+        "0 = never. HTTP transport only.")
     ws_path: str = Field("/a2a", pattern=r"^/", description="Path of the WebSocket route (websocket transport).")
     ws_heartbeat_seconds: float = Field(
         30.0, gt=0, allow_inf_nan=False,
@@ -91,9 +95,12 @@ def iac_code_config_model() -> type[BaseModel]:
 
 @hookimpl
 def iac_code_check_config(config: Any, transports: list[str]) -> list[str]:
-    """``ws-*`` refused without the ``websocket`` transport; ``http`` and ``websocket`` both bind
-    ``host``/``port``, so together they need ``port: 0``."""
-    problems: list[str] = []
+    """``idle-shutdown-seconds`` a finite number ≥ 0, and > 0 only with ``http`` alone; ``ws-*`` refused
+    without the ``websocket`` transport; ``http`` and ``websocket`` both bind ``host``/``port``, so together
+    they need ``port: 0``."""
+    from iac_code_transport_http.idle import problems as idle_problems
+
+    problems: list[str] = idle_problems(getattr(config, "idle_shutdown_seconds", 0), transports)
     if "websocket" not in transports:
         problems += without_effect(config, ("ws_path", "ws_heartbeat_seconds"), "transport: websocket")
     if "http" in transports and "websocket" in transports and config.port:

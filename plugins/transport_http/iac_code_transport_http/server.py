@@ -49,6 +49,7 @@ from iac_code.api import (
     jsonio,
     seq_of,
 )
+from iac_code_transport_http.idle import IdleMonitor
 from iac_code_transport_http.limits import (
     CLIENT_ERRORS,
     ConnectionLimits,
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CARD_PATH = "/.well-known/agent-card.json"
+# Plugin routes safe mode's projection leaves alone (their answers hold no workspace data).
+UNPROJECTED_PATHS = frozenset({"/iac-code/readiness"})
 HEALTH_BODY = b'{"status":"healthy"}'
 UNAUTHORIZED_BODY = b'{"error":"Unauthorized"}'
 PRINCIPAL_KEY = web.RequestKey("iac_code.principal", Principal)
@@ -224,6 +227,10 @@ class HttpTransport:
         # The transport's own HTTP+JSON routes alone: where a request an adapter's route does not accept goes.
         self._own_routes = web.UrlDispatcher()
         self._own_route_of: dict[Any, RestRoute] = {}
+        idle_timeout = getattr(config, "idle_shutdown_seconds", 0)
+        self._idle: IdleMonitor | None = (
+            IdleMonitor(kernel, float(idle_timeout)) if isinstance(idle_timeout, (int, float))
+            and not isinstance(idle_timeout, bool) and idle_timeout > 0 else None)
 
     # ------------------------------------------------------------------ app
 
@@ -237,7 +244,8 @@ class HttpTransport:
         app.router.add_post("/", self._rpc)
         app.router.add_get("/" + ARTIFACT_ROUTE_PREFIX + "{artifact_id}/{name}", self._artifact, allow_head=False)
         for route in self.kernel.http_routes():
-            app.router.add_route(route.method.upper(), route.path, route.handler, name=route.name or None)
+            handler = route.handler if route.path in UNPROJECTED_PATHS else self._projected(route.handler)
+            app.router.add_route(route.method.upper(), route.path, handler, name=route.name or None)
             if not route.auth:
                 self._public_paths.add(route.path)
         # After plugin routes, so a plugin's literal path wins over "/{tenant}/...";
@@ -257,11 +265,41 @@ class HttpTransport:
                 self._own_route_of[own] = rest_route
         return app
 
+    def _projected(self, handler: Handler) -> Handler:
+        """A plugin route whose JSON answers get safe mode's path projection (``IAC_CODE_A2A_SAFE_MODE``, read per
+        response); other bodies (SSE a plugin streams itself, files) pass as they are."""
+        async def projected(request: web.Request) -> web.StreamResponse:
+            response = await handler(request)
+            projection = getattr(self.kernel, "projection", None)
+            if projection is None or not projection.enabled() or not isinstance(response, web.Response) \
+                    or "json" not in (response.content_type or "") or not isinstance(response.body, bytes):
+                return response
+            try:
+                document = jsonio.loads(response.body)
+            except ValueError:
+                return response  # undecodable: unchanged
+            principal = request.get(PRINCIPAL_KEY, ANONYMOUS_PRINCIPAL)
+            projected_body = await projection.project(
+                document, principal, {"query": dict(request.query), "path": dict(request.match_info)})
+            response.body = _dumps(projected_body)
+            return response
+        return projected
+
     def _is_rest(self, request: web.Request) -> bool:
         return getattr(request.match_info.route, "resource", None) in self._rest_resources
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        idle = self._idle
+        if idle is None:
+            return await self._guarded(request, handler)
+        idle.request_started()  # an open SSE stream stays in flight until it ends
+        try:
+            return await self._guarded(request, handler)
+        finally:
+            idle.request_finished()
+
+    async def _guarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         authenticator = self.kernel.authenticator
         if authenticator.enabled and request.path not in self._public_paths:
             principal = authenticator.authenticate(request.headers)
@@ -448,7 +486,7 @@ class HttpTransport:
                    encode: Callable[[Any], bytes]) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await response.prepare(request)
-        pinger = asyncio.get_running_loop().create_task(self._ping(response))
+        pinger = asyncio.get_running_loop().create_task(self._ping(request, response, asyncio.current_task()))
         try:
             async for frame in frames:
                 await response.write(encode(frame))
@@ -464,11 +502,27 @@ class HttpTransport:
             await response.write_eof()
         return response
 
-    async def _ping(self, response: web.StreamResponse) -> None:
-        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+    async def _ping(self, request: web.Request, response: web.StreamResponse,
+                    stream: asyncio.Task[Any] | None) -> None:
+        """Keep-alive comments every ``sse-ping-seconds``; a client that went away (its connection closed, or
+        a ping that cannot be written) ends ``stream``, the handler writing the events, at once: a stream
+        nobody reads does not hold the task's subscription (nor keep an idle server up) until its next event."""
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        try:
             while True:
-                await asyncio.sleep(self._ping_seconds)
-                await response.write(b": ping\r\n\r\n")
+                await asyncio.sleep(min(1.0, self._ping_seconds))
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    raise ConnectionResetError
+                if loop.time() - last >= self._ping_seconds:
+                    await response.write(b": ping\r\n\r\n")
+                    last = loop.time()
+        except ConnectionError:
+            if stream is not None:
+                stream.cancel()
+        except asyncio.CancelledError:
+            pass
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -490,6 +544,8 @@ class HttpTransport:
         if not url.endswith("/"):
             url += "/"
         self.kernel.artifacts.base_url = url  # artifact URLs are served here (/iac-code/artifacts/...)
+        if self._idle is not None:
+            self._idle.start()
         return [InterfaceInfo(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
                 InterfaceInfo(url=url.rstrip("/"), protocol_binding=BINDING, protocol_version="1.0")]
 
@@ -498,6 +554,8 @@ class HttpTransport:
         return self._runner.open_connections() if self._runner is not None else 0
 
     async def stop(self) -> None:
+        if self._idle is not None:
+            await self._idle.stop()
         if self._runner is not None:
             server = self._runner.server
             await self._runner.cleanup()
