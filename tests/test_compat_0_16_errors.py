@@ -312,3 +312,21 @@ async def test_recovered_answers_refuse_a_changed_checkpoint(
     phases = {json.loads(p.read_text())["phase"] for p in _boundary_files(server.kernel.state_dir).values()}
     assert phases == {"SUSPENDED"}
     assert not (workspace / "template.ros.yaml").exists()
+
+
+# ----------------------------------------------------------------------------- §11: the card's batching limits
+
+
+async def test_the_card_states_its_batch_limits_as_integers(workspace: Path) -> None:
+    """§11 batching: card ``maxBatchEvents``/``maxBatchBytes``/``maxBatchDelayMs`` are the integers 1024,
+    1048576, 20 (protobuf Struct numbers are doubles; the served JSON must not say ``1024.0``)."""
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        async with http.get(server.url + ".well-known/agent-card.json") as reply:
+            text = await reply.text()
+    card = json.loads(text)
+    [params] = [e["params"] for e in card["capabilities"]["extensions"]
+                if e["uri"] == "urn:iac-code:a2a:pipeline-events:v1"]
+    limits = {key: params[key] for key in ("maxBatchEvents", "maxBatchBytes", "maxBatchDelayMs")}
+    assert limits == {"maxBatchEvents": 1024, "maxBatchBytes": 1048576, "maxBatchDelayMs": 20}
+    assert all(type(value) is int for value in limits.values()), limits
+    assert '"maxBatchEvents":1024,' in text or '"maxBatchEvents":1024}' in text
