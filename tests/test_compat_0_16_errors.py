@@ -216,6 +216,32 @@ async def test_sdk_clients_see_the_switch_data(binding: str, workspace: Path) ->
         assert refused.data == (SWITCH_DATA if binding == "HTTP+JSON" else None)
 
 
+# ----------------------------------------------------------------------------- §10: lean
+
+
+async def test_lean_drops_the_tool_results_and_other_values_answer_in_full(
+        workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """§10 ``lean``: ``1``/``true`` (trimmed, any case) drop ``snapshot.display.toolResults``; anything else answers
+    in full and is logged."""
+    async with start_server() as server, aiohttp.ClientSession() as http:
+        await _pipeline_session(server, http, "ctx-lean")
+
+        async def display(**query: str) -> dict[str, Any]:
+            async with http.get(server.url + "iac-code/pipeline/state",
+                                params={"contextId": "ctx-lean", **query}) as reply:
+                assert reply.status == 200
+                return (await reply.json())["snapshot"]["display"]  # type: ignore[no-any-return]
+
+        full = await display()
+        assert full["toolResults"], full  # the candidates' templates
+        for lean in ("1", "true", " TRUE "):
+            assert "toolResults" not in await display(lean=lean), lean
+        with caplog.at_level("INFO", logger="iac_code_pipeline_selling.state_route"):
+            for other in ("0", "false", "yes", ""):
+                assert await display(lean=other) == full, other
+        assert any("unknown lean value 'yes'" in r.getMessage() for r in caplog.records)
+
+
 # ----------------------------------------------------------------------------- §8: session restore
 
 
