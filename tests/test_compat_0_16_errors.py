@@ -145,6 +145,22 @@ async def test_run_mode_error_has_no_data_of_its_own(workspace: Path) -> None:
             assert (await reply.json())["error"] == {"code": -32602, "message": "Unsupported run mode."}
 
 
+async def test_the_pipeline_comes_from_iac_code_pipeline_name_unless_the_session_has_one(workspace: Path) -> None:
+    """§1: requested, else persisted, else ``IAC_CODE_PIPELINE_NAME``; then the session keeps its pipeline."""
+    environ = {"IAC_CODE_PIPELINE_NAME": "selling_solution_first"}
+    async with start_server(environ=environ) as server, aiohttp.ClientSession() as http:
+        await _pipeline_session(server, http, "ctx-env")
+        async with http.get(server.url + "iac-code/pipeline/state", params={"contextId": "ctx-env"}) as reply:
+            events = (await reply.json())["events"]
+        assert {e["pipelineName"] for e in events} == {"selling_solution_first"}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
+            "messageId": "m-env-2", "role": "ROLE_USER", "contextId": "ctx-env", "parts": [{"text": "x"}],
+            "metadata": {"iac_code": {"run_mode": "pipeline", "pipeline_name": "selling"}}}}}
+        async with http.post(server.url, json=body, headers=A2A_HEADERS) as reply:
+            assert (await reply.json())["error"]["data"] == {"durablePipelineName": "selling_solution_first",
+                                                             "requestedPipelineName": "selling"}
+
+
 # ----------------------------------------------------------------------------- §1 + §11: data passthrough
 
 
