@@ -31,6 +31,7 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code import __version__
 from iac_code.base.config import ServerConfig
+from iac_code.base.jsonio import integral_floats_to_int
 from iac_code.base.media_types import MULTIMODAL_MIME_ENV, TEXT_MIME_ENV, env_media_types
 from iac_code.base.records import CardDocument, CardExtension, InterfaceInfo
 
@@ -279,6 +280,9 @@ class CardService:
 
     def _render(self) -> CardDocument:
         card = self.as_dict() if self.card.supported_interfaces else MessageToDict(self.card)
+        # Extension params are a protobuf Struct, whose numbers are doubles: `"maxBatchEvents": 1024`, not
+        # `1024.0`, as JSON round-trips elsewhere. JCS canonicalises both alike, so signatures do not change.
+        card = integral_floats_to_int(card)
         body = json.dumps(card, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         canonical = json.dumps(card, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         etag = f'"sha256-{hashlib.sha256(canonical.encode("utf-8")).hexdigest()}"'
