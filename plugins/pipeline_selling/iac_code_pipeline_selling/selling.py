@@ -297,13 +297,7 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
         template = candidate["evaluation"]["template"]
         await run.step_started("deploying")
         if self.deployer == "ros":
-            intent = run.state["steps"].get("intent_parsing", {}).get("result", {})
-            selected = run.state["steps"].get("confirm_and_select", {}).get("result", {})
-            await deploy_with_ros(self, run, "deploying", DeployPlan(
-                candidate["name"], candidate["candidate_index"], template,
-                region_id=intent.get("region") or default_region(self),
-                stack_name=f"iac-code-{slug(candidate['name'])}-{run.state['pipelineRunId'][-8:]}",
-                parameters=dict(selected.get("parameter_overrides") or {}), cost=candidate["evaluation"]["cost"]))
+            await deploy_with_ros(self, run, "deploying", self.deploy_plan(run))
             return
         message = await self.no_deployer(run, "deploying", candidate, template)
         await run.step_completed("deploying", {
@@ -311,6 +305,18 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
             "template_artifact": template["filename"], "template_task_id": template["task_id"]})
         run.say(message)
         await self.finish(run, "completed", message)
+
+    def deploy_plan(self, run: RunTurn) -> DeployPlan:
+        """What ``deployer: ros`` deploys: the chosen candidate's template, in the intent's region, with the choice's
+        parameter overrides (the same for a run's state every time: a resumed question asks the same call)."""
+        candidate = next(c for c in run.state["candidates"] if c["candidate_index"] == run.state["selected"])
+        intent = run.state["steps"].get("intent_parsing", {}).get("result", {})
+        selected = run.state["steps"].get("confirm_and_select", {}).get("result", {})
+        return DeployPlan(
+            candidate["name"], candidate["candidate_index"], candidate["evaluation"]["template"],
+            region_id=intent.get("region") or default_region(self),
+            stack_name=f"iac-code-{slug(candidate['name'])}-{run.state['pipelineRunId'][-8:]}",
+            parameters=dict(selected.get("parameter_overrides") or {}), cost=candidate["evaluation"]["cost"])
 
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
         interrupts.selling_rollback_state(run, target, candidates)
