@@ -52,7 +52,8 @@ class DeployedResources:
         if operation == "cleanup":
             return (state.get("phase") == "handed_off" and not record.get("done")
                     and record.get("cleanupId") == frame.get("cleanupId") and bool(record.get("targets")))
-        if operation != "deploy" or state.get("phase") == "handed_off" or frame.get("stepId") != DEPLOY_STEP:
+        if operation != "deploy" or getattr(self, "deployer", "none") != "ros" or state.get("phase") == "handed_off" \
+                or frame.get("stepId") != DEPLOY_STEP:
             return False
         plan = self.deploy_plan(run)
         if plan.candidate_index != record.get("candidateIndex"):
