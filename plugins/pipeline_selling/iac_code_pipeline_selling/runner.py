@@ -448,8 +448,8 @@ class PipelineRuntime:
         """User text for the context's running turn (the kernel's interrupt seam): taken when this pipeline
         drives that turn and it still takes interrupts (:mod:`.interrupts`)."""
         run = self.active.get(interrupt.context_id)
-        if run is None or run.turn.task_id != interrupt.task_id:
-            return False
+        if run is None or run.turn.task_id != interrupt.task_id or run.resuming is not None:
+            return False  # (a resumed turn takes interrupts once it has asked its question again)
         return await interrupts.receive(self, run, interrupt)
 
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:

@@ -330,3 +330,30 @@ async def test_a_deploy_question_nobody_answers_is_suspended_and_its_answer_resu
         assert state["events"] == before + after
         assert [e["sequence"] for e in state["events"]] == list(range(1, len(state["events"]) + 1))
     assert fake_ros.created == 1 and fake_ros.calls.count("CreateStack") == 1
+
+
+async def test_a_deploy_question_the_restarted_server_cannot_ask_again_is_refused_and_kept(
+        fake_ros: Any, tmp_path: Any) -> None:
+    """A restart without the deployer: the run's state no longer leads to the deploy's question, so its answer is
+    refused (``permission_resume_invalid: canonical permission request changed.``) with nothing published; the
+    question keeps waiting, and with the deployer back its answer resumes it."""
+    from a2a.utils.errors import InvalidParamsError
+
+    state_dir = str(tmp_path / "state")
+    async with start_server(settings(fake_ros, **{"persistence-dir": state_dir})) as server, \
+            connect_client(server) as client:
+        before, envelope = await until_permission(client, rich=False)
+    answer = permission_answer_request(envelope, "allow_once", message_id="allow")
+    async with start_server({"mode": "pipeline", "persistence-dir": state_dir}) as server, \
+            connect_client(server) as client:
+        with pytest.raises(InvalidParamsError) as refused:
+            await send(client, answer, n=10)
+        assert refused.value.message == "permission_resume_invalid: canonical permission request changed."
+        assert (await state_of(server.url, envelope["contextId"]))["events"] == before
+    assert fake_ros.calls == []
+    async with start_server(settings(fake_ros, **{"persistence-dir": state_dir})) as server, \
+            connect_client(server) as client:
+        after = pipeline_events(await send(client, answer, n=11))
+        assert [e["eventType"] for e in after][-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert (await state_of(server.url, envelope["contextId"]))["events"] == before + after
+    assert fake_ros.created == 1
