@@ -195,15 +195,18 @@ STEPS = {"selling": ("intent_parsing", "architecture_planning", "evaluate_candid
          "selling_solution_first": ("solution_planning_and_selection", "materialize_selected_candidate", "deploying")}
 
 
-def task_of(pending: Event | None) -> str:
+def task_of(pending: Event | None, asked: bool) -> str:
     """The task a permission answer names (a permission question's envelope names it), else none."""
-    return str((pending or {}).get("requestTaskId", "")) if (pending or {}).get("kind") == "permission" else ""
+    return str((pending or {}).get("requestTaskId", "")) if asked and (pending or {}).get("kind") == "permission" \
+        else ""
 
 
-def answer_to(pipeline: str, pending: Event | None) -> str:
-    """What the user sends next: the answer to what the run waits for, else any text (the run resumes)."""
+def answer_to(pipeline: str, pending: Event | None, asked: bool = False) -> str:
+    """What the user sends next: the answer to what the run waits for, else any text (the run resumes). A permission
+    envelope is answered only where the deploy asks (``asked``): where a rule decides it, a cut between the journaled
+    ``permission_requested`` and its ``permission_resolved`` leaves an envelope no task waits on."""
     kind = (pending or {}).get("kind")
-    if kind == "permission":  # the deploy's question: the text answer
+    if kind == "permission" and asked:  # the deploy's question: the text answer
         return "allow"
     if kind == "candidate_selection":
         return "方案 2" if pipeline == "selling" else "2"
@@ -261,8 +264,8 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
             while "handoff" not in state["snapshot"]:  # the user goes on until the pipeline hands off
                 assert len(after) < 400 and n < 12, [e["eventType"] for e in after]
                 pending = state["snapshot"]["pendingInput"]
-                more, _, _ = await stream_turn(http, url, answer_to(pipeline, pending), n=n, context_id=context_id,
-                                               task_id=task_of(pending))
+                more, _, _ = await stream_turn(http, url, answer_to(pipeline, pending, asked), n=n,
+                                               context_id=context_id, task_id=task_of(pending, asked))
                 n += 1
                 if not after and not resumed_from["pendingInput"]:  # cut mid-run: the next message resumes it
                     if more[0]["eventType"] != "pipeline_resumed":
