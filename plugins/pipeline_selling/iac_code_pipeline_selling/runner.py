@@ -474,6 +474,28 @@ class PipelineRuntime:
         """A stored template's text (``None``: not available; :class:`~.deployed.DeployedResources` reads it)."""
         return None
 
+    def question_journaled(self, run: RunTurn) -> bool:
+        """Whether the question the run waits on was journaled (so published): it is the run's last event (a crash
+        between recording the question and journaling it leaves the state waiting on a question nobody saw)."""
+        events = self.store.journal(run.turn.context_id).events
+        last = events[-1] if events else {}
+        return (last.get("eventType") == "input_required" and last.get("pipelineRunId") == run.state["pipelineRunId"]
+                and last.get("step", {}).get("id") == run.state.get("pendingInput", {}).get("stepId"))
+
+    async def ask_pending_again(self, run: RunTurn, asks: Mapping[str, Callable[[RunTurn], Awaitable[None]]]) -> None:
+        """``pipeline_resumed``, then the question the run waits on (not journaled: :meth:`question_journaled`) again:
+        by its ``kind`` through ``asks``, else the clarification question as it was recorded."""
+        await run.emit("pipeline_resumed", "pipeline", "working",
+                       {"pipeline_name": self.layout.name, "step_id": run.state.get("currentStep", self.layout.steps[0])})
+        pending = run.state["pendingInput"]
+        ask = asks.get(str(pending.get("kind", "")))
+        if ask is not None:
+            await ask(run)
+            return
+        data = {k: v for k, v in pending.items() if k not in ("reason", "stepId")}
+        await run.ask(pending.get("stepId", self.layout.steps[0]), data,
+                      "\n".join([data["question"]] + [f"{i}. {o['label']}" for i, o in enumerate(data["options"], start=1)]))
+
     async def started_or_resumed(self, run: RunTurn) -> None:
         """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""
         state = run.state

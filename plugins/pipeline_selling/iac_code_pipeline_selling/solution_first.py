@@ -73,6 +73,11 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
 
     async def _drive(self, run: RunTurn) -> None:
         phase = run.state.get("phase")
+        if phase in ("awaiting_clarification", "awaiting_selection", "awaiting_confirmation") \
+                and not self.question_journaled(run):  # a crash cut the turn before its question was journaled
+            await self.ask_pending_again(run, {"candidate_selection": self._ask_selection,
+                                               "deployment_confirmation": self._ask_confirmation})
+            return
         if phase == "awaiting_clarification":
             if not await self.answer_clarification(run, complete=False):
                 return
