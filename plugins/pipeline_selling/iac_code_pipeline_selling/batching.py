@@ -239,3 +239,10 @@ class BatchingPipeline:
     def run_turn(self, turn: TurnRequest) -> AsyncIterator[RuntimeEvent]:
         """The wrapped pipeline's turn, batched."""
         return batched(self.pipeline.run_turn(turn), self.settings)
+
+    def resume_turn(self, turn: TurnRequest, frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
+        """The wrapped pipeline's resumed turn (a durable permission wait), batched."""
+        resume = getattr(self.pipeline, "resume_turn", None)
+        if resume is None:
+            raise NotImplementedError("this pipeline cannot resume a turn")
+        return batched(resume(turn, frame), self.settings)

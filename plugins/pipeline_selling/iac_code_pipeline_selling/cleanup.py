@@ -35,7 +35,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from iac_code.api import ApiCall, PermissionRequest, Progress
-from iac_code_pipeline_selling.deploy import ask_permission, new_hex, settings_of, stack_current_changed
+from iac_code_pipeline_selling.deploy import (
+    ask_permission,
+    continuation,
+    new_hex,
+    resumes,
+    settings_of,
+    stack_current_changed,
+)
 from iac_code_pipeline_selling.ros_client import DELETED_STATUS, IN_PROGRESS_SUFFIX, NOT_FOUND, RosClient, RosError, sanitise
 from iac_code_pipeline_selling.texts import text
 
@@ -120,8 +127,9 @@ class Cleanup:
 
     async def _clean_up(self, record: dict[str, Any]) -> None:
         run = self.run
-        await run.emit("cleanup_started", "stack", "working",
-                       {"cleanupId": record["cleanupId"], "reason": "cleanup_only", "resources": record["targets"]})
+        if run.resuming is None:  # a resumed question: the cleanup started before it (journaled then)
+            await run.emit("cleanup_started", "stack", "working",
+                           {"cleanupId": record["cleanupId"], "reason": "cleanup_only", "resources": record["targets"]})
         if not record["targets"]:
             record["phase"] = "nothing"
         if record["phase"] in FINAL_PHASES:
@@ -149,10 +157,14 @@ class Cleanup:
 
     async def _ask(self, record: dict[str, Any], target: Mapping[str, Any]) -> None:
         run = self.run
-        tool_use_id = f"toolu_{new_hex()[:24]}"
-        input_id = f"permission-{new_hex()}"
-        record.update(phase="permission", toolUseId=tool_use_id, inputId=input_id)
-        await self._save()
+        resumed = resumes(run, "cleanup", record)
+        if resumed:  # the question a restart (or a suspension) cut: the same call again, answered by the kernel
+            tool_use_id, input_id = str(record["toolUseId"]), str(record["inputId"])
+        else:
+            tool_use_id = f"toolu_{new_hex()[:24]}"
+            input_id = f"permission-{new_hex()}"
+            record.update(phase="permission", toolUseId=tool_use_id, inputId=input_id)
+            await self._save()
         operation = {"product": "ros", "action": "delete", "region": target["regionId"],
                      "target": {"type": "resource", "name": target["stackName"], "id": target["stackId"]},
                      "apiCalls": [{"product": "ROS", "action": "DeleteStack", "effect": "change"},
@@ -162,8 +174,9 @@ class Cleanup:
             tool_use_id, TOOL_NAME,
             {"stack_id": target["stackId"], "stack_name": target["stackName"], "region_id": target["regionId"]},
             is_read_only=False, operation=operation, input_id=input_id,
-            api_calls=(ApiCall("ROS", "DeleteStack", "change"), ApiCall("ROS", "GetStack", "read", "polling")))
-        decided = await ask_permission(run, request, scope="stack")
+            api_calls=(ApiCall("ROS", "DeleteStack", "change"), ApiCall("ROS", "GetStack", "read", "polling")),
+            continuation=continuation(run, "cleanup", tool_use_id, input_id, cleanupId=str(record["cleanupId"])))
+        decided = await ask_permission(run, request, scope="stack", announced=resumed)
         record.update(phase="allowed" if decided.allowed else "denied", decision=decided.resolved["decision"],
                       decidedBy=decided.decided_by)
         await self._save()

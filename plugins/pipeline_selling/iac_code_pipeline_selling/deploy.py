@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TOOL_NAME = "ros_deploy"
+FRAME_KIND = "pipeline_permission"  # the continuation frame of a pipeline's durable permission question
 CREATE_ATTEMPTS = 5  # CreateStack calls without an answer (network errors) before the deploy fails
 STACK_EXISTS = "StackExists"
 ADOPT_SLACK_SECONDS = 300  # a stack of our name created this long before our CreateStack is still ours (clock skew)
@@ -119,16 +120,37 @@ class Decided:
     decided_by: str
 
 
+def continuation(run: RunTurn, operation: str, tool_use_id: str, input_id: str, **more: Any) -> dict[str, Any]:
+    """The continuation frame of a pipeline's permission question (``operation``: ``deploy`` or ``cleanup``): what
+    :meth:`~.runner.PipelineRuntime.resume_turn` needs to find the paused question in the run's state again. The
+    kernel writes it into the question's durable checkpoint (since-0.13 §4) before the question is published."""
+    return {"kind": FRAME_KIND, "operation": operation, "pipelineName": run.layout.name,
+            "pipelineRunId": str(run.state["pipelineRunId"]), "toolUseId": tool_use_id, "inputId": input_id, **more}
+
+
+def resumes(run: RunTurn, operation: str, record: Mapping[str, Any]) -> bool:
+    """Whether this turn resumes exactly the question ``record`` (a deploy or cleanup record in its ``permission``
+    phase) paused on: then the question is asked with its recorded ids and not announced again. Taken once."""
+    frame = run.resuming
+    if frame is None or frame.get("operation") != operation or record.get("phase") != "permission" or (
+            frame.get("toolUseId"), frame.get("inputId")) != (record.get("toolUseId"), record.get("inputId")):
+        return False
+    run.resuming = None  # from here on the turn publishes again
+    return True
+
+
 async def ask_permission(run: RunTurn, request: PermissionRequest, *, scope: str,
-                         extra: Mapping[str, Any] | None = None) -> Decided:
+                         extra: Mapping[str, Any] | None = None, announced: bool = False) -> Decided:
     """Ask the kernel's permission system for ``request`` (its ``input_id`` set) on the pipeline's behalf:
     ``permission_requested`` (``permission``: the envelope the kernel shows), the request itself (the kernel decides
-    by its rules or asks the caller, the task waiting in INPUT_REQUIRED), then ``permission_resolved``."""
-    display = permission_envelope(request, task_id=run.turn.task_id, context_id=run.turn.context_id,
-                                  input_id=request.input_id, language=run.language)
-    await run.emit("permission_requested", scope, "input_required",
-                   {"toolName": request.tool_name, "toolUseId": request.tool_use_id},
-                   extra={**(extra or {}), "permission": display})
+    by its rules or asks the caller, the task waiting in INPUT_REQUIRED), then ``permission_resolved``.
+    ``announced``: a resumed question (:func:`resumes`), whose ``permission_requested`` is journaled already."""
+    if not announced:
+        display = permission_envelope(request, task_id=run.turn.task_id, context_id=run.turn.context_id,
+                                      input_id=request.input_id, language=run.language)
+        await run.emit("permission_requested", scope, "input_required",
+                       {"toolName": request.tool_name, "toolUseId": request.tool_use_id},
+                       extra={**(extra or {}), "permission": display})
     run.out.put_nowait(request)
     await run.kernel_done()  # the kernel has decided: rules, or the caller's answer
     allowed = request.allowed is True
@@ -277,23 +299,31 @@ class RosDeploy:
 
     async def _ask(self, run: RunTurn, step_id: str, plan: DeployPlan) -> dict[str, Any]:
         """Ask the kernel (and through it the caller) for the deploy; the record says ``allowed`` or ``denied``."""
-        region_id = plan.region_id or self.settings.region or DEFAULT_REGION
-        tool_use_id = f"toolu_{new_hex()[:24]}"
-        input_id = f"permission-{new_hex()}"
-        record: dict[str, Any] = {
-            "phase": "permission", "toolUseId": tool_use_id, "inputId": input_id, "stackName": plan.stack_name,
-            "regionId": region_id, "candidateIndex": plan.candidate_index,
-            "templateSha256": str(plan.template["sha256"]),
-            "clientToken": client_token(run.state["pipelineRunId"], dataclasses.replace(plan, region_id=region_id))}
-        run.state["deploy"] = record
-        await run.record(step_id, status="running")
+        current = run.state.get("deploy")
+        resumed = isinstance(current, dict) and resumes(run, "deploy", current)
+        if resumed:  # the question a restart (or a suspension) cut: the same call again, answered by the kernel
+            record: dict[str, Any] = current  # type: ignore[assignment]
+            tool_use_id, input_id, region_id = record["toolUseId"], record["inputId"], record["regionId"]
+        else:
+            region_id = plan.region_id or self.settings.region or DEFAULT_REGION
+            tool_use_id = f"toolu_{new_hex()[:24]}"
+            input_id = f"permission-{new_hex()}"
+            record = {
+                "phase": "permission", "toolUseId": tool_use_id, "inputId": input_id, "stackName": plan.stack_name,
+                "regionId": region_id, "candidateIndex": plan.candidate_index,
+                "templateSha256": str(plan.template["sha256"]),
+                "clientToken": client_token(run.state["pipelineRunId"], dataclasses.replace(plan, region_id=region_id))}
+            run.state["deploy"] = record
+            await run.record(step_id, status="running")
         request = PermissionRequest(
             tool_use_id, TOOL_NAME,
             {"action": "create", "stack_name": plan.stack_name, "region_id": region_id,
              "template": str(plan.template["filename"]),
              "parameters": dict(plan.parameters)},
-            is_read_only=False, operation=self._operation(plan, plan.stack_name, region_id), input_id=input_id)
-        decided = await ask_permission(run, request, scope="step", extra={"step": run.step(step_id)})
+            is_read_only=False, operation=self._operation(plan, plan.stack_name, region_id), input_id=input_id,
+            continuation=continuation(run, "deploy", tool_use_id, input_id, stepId=step_id))
+        decided = await ask_permission(run, request, scope="step", extra={"step": run.step(step_id)},
+                                       announced=resumed)
         record.update(phase="allowed" if decided.allowed else "denied", decision=decided.resolved["decision"],
                       decidedBy=decided.decided_by)
         await run.record(step_id, status="running")

@@ -88,6 +88,12 @@ class Layout:
     ui_modes: Mapping[str, str] = field(default_factory=dict)
 
 
+class ResumeRefused(BaseException):  # noqa: N818 - control flow of a resumed turn, never leaves resume_turn
+    """A resumed turn tried to publish before it asked its paused question again: the run's state no longer leads
+    straight back to that question, so the resumption ends with nothing published (the kernel then refuses the
+    answer). A ``BaseException``, so that no step's own error handling records it as the run's failure."""
+
+
 @dataclass
 class Barrier:
     """Queued after an event whose processing by the kernel the pipeline waits for (e.g. a stored artifact):
@@ -109,6 +115,8 @@ class RunTurn:
         self.language = state.get("language", turn.language)
         self.said = False
         self.interrupts = interrupts.Interrupts(self)  # user text that arrives while this turn runs
+        # the continuation frame of the permission question this turn resumes, until it is asked again
+        self.resuming: dict[str, Any] | None = None
 
     async def emit(self, event_type: str, scope: str, status: str | None, data: Mapping[str, Any], *,
                    extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "",
@@ -117,6 +125,8 @@ class RunTurn:
         ``verbatim`` keeps ``data``'s keys as given. ``protect``: a protected publication, gated by a critical backup
         when backups are on (:mod:`.backups`; it says how to publish the event again if the backup fails)."""
         turn = self.turn
+        if self.resuming is not None:  # nothing is published before the resumed question is asked again
+            raise ResumeRefused(event_type)
 
         def build(sequence: int) -> dict[str, Any]:
             return envelope(sequence, event_type=event_type, scope=scope, status=status, data=data,
@@ -306,19 +316,8 @@ class PipelineRuntime:
         mark_pipeline_waiting(turn.session, None)  # this turn answers or goes on: nothing waits until it asks again
         self.active[turn.context_id] = run
 
-        async def drive() -> None:
-            try:
-                # a blocked backup's retry, else the pipeline with its interrupts
-                await self.backups.drive(run, lambda r: interrupts.drive(self, r))
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("%s pipeline failed (context %s)", self.layout.name, turn.context_id)
-                step = state.get("currentStep", self.layout.steps[0])
-                with contextlib.suppress(Exception):
-                    await run.emit("pipeline_failed", "pipeline", "failed",
-                                   {"step_id": step, "error": "internal_error"})
-                run.out.put_nowait(TurnFailed(f"The {self.layout.name} pipeline failed at step {step}."))
+        async def drive() -> None:  # a blocked backup's retry, else the pipeline with its interrupts
+            await self._guarded(run, lambda: self.backups.drive(run, lambda r: interrupts.drive(self, r)))
 
         try:
             async for event in self._pump(run, drive):
@@ -329,6 +328,84 @@ class PipelineRuntime:
         if run.delegate:
             async for event in self.services.chat.run_turn(turn):
                 yield event
+
+    async def _guarded(self, run: RunTurn, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work``; an internal error fails the run (``pipeline_failed``) and the turn (:class:`TurnFailed`)."""
+        try:
+            await work()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("%s pipeline failed (context %s)", self.layout.name, run.turn.context_id)
+            step = run.state.get("currentStep", self.layout.steps[0])
+            with contextlib.suppress(Exception):
+                await run.emit("pipeline_failed", "pipeline", "failed", {"step_id": step, "error": "internal_error"})
+            run.out.put_nowait(TurnFailed(f"The {self.layout.name} pipeline failed at step {step}."))
+
+    # ------------------------------------------------------------------ durable permission waits
+
+    async def resume_turn(self, turn: TurnRequest, frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
+        """Go on with a turn paused on the deploy (or cleanup) permission question ``frame`` describes (the kernel's
+        durable permission waits, since-0.13 §4; ``iac_code.api.ResumableRuntime``), after a restart or a suspended
+        wait. The first event is that question's :class:`PermissionRequest` again (same tool, tool use id, input id
+        and input; its ``permission_requested`` is journaled already and not published again); the kernel sets its
+        decision, and the deploy (or cleanup) goes on as it would have without the cut: ``permission_resolved``,
+        then CreateStack (DeleteStack) and the rest of the run, or the decline. When the run's state no longer shows
+        that question (:meth:`resume_ready`), nothing is yielded and nothing published."""
+        state = self._load_state(turn) if turn.run_mode == "pipeline" else None
+        if state is None or state.get("pipelineRunId") != frame.get("pipelineRunId"):
+            logger.warning("The permission question of context %s is not in its pipeline run any more", turn.context_id)
+            return
+        run = RunTurn(self, turn, state)
+        run.resuming = dict(frame)
+        if not await self.resume_ready(run, frame):
+            logger.warning("The permission question of context %s can no longer be resumed", turn.context_id)
+            return
+        cleanup = frame.get("operation") == "cleanup"
+        if not cleanup:
+            self.active[turn.context_id] = run  # takes interrupts as the deploy step of a live run does
+
+        async def drive() -> None:
+            try:
+                if cleanup:
+                    await self.resume_question(run, frame)
+                else:
+                    await self._guarded(run, lambda: self._resume_deploy(run, frame))
+            except ResumeRefused as refused:
+                logger.warning("The resumed permission question of context %s was not asked again (%s)",
+                               turn.context_id, refused)
+
+        said: list[str] = []
+        try:
+            async for event in self._pump(run, drive):
+                if isinstance(event, TextDelta):
+                    said.append(event.text)
+                yield event
+        finally:
+            if self.active.get(turn.context_id) is run:
+                del self.active[turn.context_id]
+        if cleanup and run.resuming is None:
+            self.backups.checkpoint(turn, state, "".join(said))  # like a cleanupOnly turn's end (non-blocking)
+
+    async def _resume_deploy(self, run: RunTurn, frame: Mapping[str, Any]) -> None:
+        try:
+            await self.resume_question(run, frame)
+        finally:
+            if run.resuming is None:  # the question was asked again: what still waits is answered as at a run's end
+                with contextlib.suppress(asyncio.CancelledError):
+                    try:
+                        await run.interrupts.close()
+                    except Exception:
+                        logger.exception("Closing the interrupts of context %s failed", run.turn.context_id)
+
+    async def resume_ready(self, run: RunTurn, frame: Mapping[str, Any]) -> bool:
+        """Whether the run's state still leads straight back to the question ``frame`` paused on (none here; a
+        deploying pipeline has :class:`~.deployed.DeployedResources`)."""
+        return False
+
+    async def resume_question(self, run: RunTurn, frame: Mapping[str, Any]) -> None:
+        """Go on from the question ``frame`` paused on (:class:`~.deployed.DeployedResources`)."""
+        raise NotImplementedError
 
     @staticmethod
     async def _pump(run: RunTurn, work: Callable[[], Awaitable[None]]) -> AsyncIterator[RuntimeEvent]:
@@ -371,8 +448,8 @@ class PipelineRuntime:
         """User text for the context's running turn (the kernel's interrupt seam): taken when this pipeline
         drives that turn and it still takes interrupts (:mod:`.interrupts`)."""
         run = self.active.get(interrupt.context_id)
-        if run is None or run.turn.task_id != interrupt.task_id:
-            return False
+        if run is None or run.turn.task_id != interrupt.task_id or run.resuming is not None:
+            return False  # (a resumed turn takes interrupts once it has asked its question again)
         return await interrupts.receive(self, run, interrupt)
 
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
@@ -396,6 +473,28 @@ class PipelineRuntime:
     async def template_text(self, context_id: str, template: Mapping[str, Any]) -> str | None:
         """A stored template's text (``None``: not available; :class:`~.deployed.DeployedResources` reads it)."""
         return None
+
+    def question_journaled(self, run: RunTurn) -> bool:
+        """Whether the question the run waits on was journaled (so published): it is the run's last event (a crash
+        between recording the question and journaling it leaves the state waiting on a question nobody saw)."""
+        events = self.store.journal(run.turn.context_id).events
+        last = events[-1] if events else {}
+        return (last.get("eventType") == "input_required" and last.get("pipelineRunId") == run.state["pipelineRunId"]
+                and last.get("step", {}).get("id") == run.state.get("pendingInput", {}).get("stepId"))
+
+    async def ask_pending_again(self, run: RunTurn, asks: Mapping[str, Callable[[RunTurn], Awaitable[None]]]) -> None:
+        """``pipeline_resumed``, then the question the run waits on (not journaled: :meth:`question_journaled`) again:
+        by its ``kind`` through ``asks``, else the clarification question as it was recorded."""
+        await run.emit("pipeline_resumed", "pipeline", "working",
+                       {"pipeline_name": self.layout.name, "step_id": run.state.get("currentStep", self.layout.steps[0])})
+        pending = run.state["pendingInput"]
+        ask = asks.get(str(pending.get("kind", "")))
+        if ask is not None:
+            await ask(run)
+            return
+        data = {k: v for k, v in pending.items() if k not in ("reason", "stepId")}
+        await run.ask(pending.get("stepId", self.layout.steps[0]), data,
+                      "\n".join([data["question"]] + [f"{i}. {o['label']}" for i, o in enumerate(data["options"], start=1)]))
 
     async def started_or_resumed(self, run: RunTurn) -> None:
         """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""

@@ -53,7 +53,7 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
     async def _drive(self, run: RunTurn) -> None:
         state = run.state
         phase = state.get("phase")
-        if phase in ("awaiting_clarification", "awaiting_selection") and not self._question_journaled(run):
+        if phase in ("awaiting_clarification", "awaiting_selection") and not self.question_journaled(run):
             await self._ask_again(run)  # a crash cut the turn before its question was journaled: nobody saw it
             return
         if phase == "awaiting_clarification":
@@ -66,24 +66,9 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
             await self.started_or_resumed(run)
         await self._continue(run)
 
-    def _question_journaled(self, run: RunTurn) -> bool:
-        """Whether the question the run waits on was journaled (so published): it is the run's last event."""
-        events = self.store.journal(run.turn.context_id).events
-        last = events[-1] if events else {}
-        return (last.get("eventType") == "input_required" and last.get("pipelineRunId") == run.state["pipelineRunId"]
-                and last.get("step", {}).get("id") == run.state.get("pendingInput", {}).get("stepId"))
-
     async def _ask_again(self, run: RunTurn) -> None:
         """Publish the pending question again (after a crash that cut it off); this turn's text is not an answer."""
-        await run.emit("pipeline_resumed", "pipeline", "working",
-                       {"pipeline_name": self.layout.name, "step_id": run.state.get("currentStep", self.layout.steps[0])})
-        pending = run.state["pendingInput"]
-        if pending.get("stepId") == "confirm_and_select":
-            await self._ask_selection(run)
-            return
-        data = {k: v for k, v in pending.items() if k not in ("reason", "stepId")}
-        await run.ask(pending.get("stepId", "intent_parsing"), data,
-                      "\n".join([data["question"]] + [f"{i}. {o['label']}" for i, o in enumerate(data["options"], start=1)]))
+        await self.ask_pending_again(run, {"candidate_selection": self._ask_selection})
 
     def _done(self, run: RunTurn, step_id: str) -> bool:
         return run.state["steps"].get(step_id, {}).get("status") == "completed"
@@ -297,13 +282,7 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
         template = candidate["evaluation"]["template"]
         await run.step_started("deploying")
         if self.deployer == "ros":
-            intent = run.state["steps"].get("intent_parsing", {}).get("result", {})
-            selected = run.state["steps"].get("confirm_and_select", {}).get("result", {})
-            await deploy_with_ros(self, run, "deploying", DeployPlan(
-                candidate["name"], candidate["candidate_index"], template,
-                region_id=intent.get("region") or default_region(self),
-                stack_name=f"iac-code-{slug(candidate['name'])}-{run.state['pipelineRunId'][-8:]}",
-                parameters=dict(selected.get("parameter_overrides") or {}), cost=candidate["evaluation"]["cost"]))
+            await deploy_with_ros(self, run, "deploying", self.deploy_plan(run))
             return
         message = await self.no_deployer(run, "deploying", candidate, template)
         await run.step_completed("deploying", {
@@ -311,6 +290,18 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
             "template_artifact": template["filename"], "template_task_id": template["task_id"]})
         run.say(message)
         await self.finish(run, "completed", message)
+
+    def deploy_plan(self, run: RunTurn) -> DeployPlan:
+        """What ``deployer: ros`` deploys: the chosen candidate's template, in the intent's region, with the choice's
+        parameter overrides (the same for a run's state every time: a resumed question asks the same call)."""
+        candidate = next(c for c in run.state["candidates"] if c["candidate_index"] == run.state["selected"])
+        intent = run.state["steps"].get("intent_parsing", {}).get("result", {})
+        selected = run.state["steps"].get("confirm_and_select", {}).get("result", {})
+        return DeployPlan(
+            candidate["name"], candidate["candidate_index"], candidate["evaluation"]["template"],
+            region_id=intent.get("region") or default_region(self),
+            stack_name=f"iac-code-{slug(candidate['name'])}-{run.state['pipelineRunId'][-8:]}",
+            parameters=dict(selected.get("parameter_overrides") or {}), cost=candidate["evaluation"]["cost"])
 
     def rollback_state(self, run: RunTurn, target: str, candidates: tuple[int, ...]) -> None:
         interrupts.selling_rollback_state(run, target, candidates)

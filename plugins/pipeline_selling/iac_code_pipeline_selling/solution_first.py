@@ -73,6 +73,11 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
 
     async def _drive(self, run: RunTurn) -> None:
         phase = run.state.get("phase")
+        if phase in ("awaiting_clarification", "awaiting_selection", "awaiting_confirmation") \
+                and not self.question_journaled(run):  # a crash cut the turn before its question was journaled
+            await self.ask_pending_again(run, {"candidate_selection": self._ask_selection,
+                                               "deployment_confirmation": self._ask_confirmation})
+            return
         if phase == "awaiting_clarification":
             if not await self.answer_clarification(run, complete=False):
                 return
@@ -332,13 +337,7 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
         candidate, template = self._candidate(run), run.state["template"]
         await run.step_started(DEPLOY)
         if self.deployer == "ros":
-            effective = self._effective(run)
-            await deploy_with_ros(self, run, DEPLOY, DeployPlan(
-                candidate["name"], candidate["candidate_index"], template, region_id=str(effective["region_id"]),
-                stack_name=str(effective["stack_name"]),
-                parameters={k: v for k, v in effective.items() if k not in ("region_id", "stack_name")},
-                cost=template["cost"], conclusion={"template_url": template["url"],
-                                                   "effective_deployment_parameters": effective}))
+            await deploy_with_ros(self, run, DEPLOY, self.deploy_plan(run))
             return
         message = await self.no_deployer(run, DEPLOY, candidate, template)
         await run.step_completed(DEPLOY, {
@@ -348,6 +347,18 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
             "effective_deployment_parameters": self._effective(run)})
         run.say(message)
         await self.finish(run, "completed", message)
+
+    def deploy_plan(self, run: RunTurn) -> DeployPlan:
+        """What ``deployer: ros`` deploys: the materialized template with the confirmed parameters (the same for a
+        run's state every time: a resumed question asks the same call)."""
+        candidate, template = self._candidate(run), run.state["template"]
+        effective = self._effective(run)
+        return DeployPlan(
+            candidate["name"], candidate["candidate_index"], template, region_id=str(effective["region_id"]),
+            stack_name=str(effective["stack_name"]),
+            parameters={k: v for k, v in effective.items() if k not in ("region_id", "stack_name")},
+            cost=template["cost"], conclusion={"template_url": template["url"],
+                                               "effective_deployment_parameters": effective})
 
     def chosen_template(self, state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
         template = state.get("template")

@@ -65,11 +65,13 @@ def _carried(result: Event) -> tuple[list[Event], Event | None]:
 
 
 async def stream_turn(http: aiohttp.ClientSession, url: str, text: str, *, n: int, context_id: str = "",
-                      stop: Callable[[list[Event]], bool] | None = None,
-                      metadata: Event | None = None) -> tuple[list[Event], Event | None, bool]:
+                      stop: Callable[[list[Event]], bool] | None = None, metadata: Event | None = None,
+                      task_id: str = "") -> tuple[list[Event], Event | None, bool]:
     """One streamed turn: its pipeline events, its last status update, and whether ``stop`` (given the turn's events
     so far) cut it short (the caller then kills the server: the stream is left as it is)."""
     fields: Event = {"contextId": context_id} if context_id else {}
+    if task_id:
+        fields["taskId"] = task_id
     if metadata:
         fields["metadata"] = metadata
     body = send_message_body(text, message_id=f"m-{n}", request_id=n, method="SendStreamingMessage", **fields)
@@ -139,7 +141,10 @@ def _sub(event_type: str, sub_step: str) -> Callable[[list[Event]], bool]:
 
 # Every step boundary of a run that deploys (deployer: ros against the fake ROS, the deploy allowed by the rule
 # ros_deploy): the kill lands right after the client saw that event. "(held)": the fake keeps the stack in progress
-# until the server is dead, so the kill lands while the stack is being polled.
+# until the server is dead, so the kill lands while the stack is being polled. "(asked)": no rule allows the deploy,
+# and the kill lands once the task is INPUT_REQUIRED on the deploy's permission question (a durable wait: after the
+# restart the user answers that same question).
+NEVER: Callable[[list[Event]], bool] = lambda events: False
 SELLING = {
     "pipeline_started": _first("pipeline_started"),
     "intent_parsing started": _first("step_started", "intent_parsing"),
@@ -159,6 +164,7 @@ SELLING = {
     "choice received": _first("input_received"),
     "confirm_and_select completed": _first("step_completed", "confirm_and_select"),
     "deploying started": _first("step_started", "deploying"),
+    "deploy question waits (asked)": NEVER,
     "stack polling (held)": _first("stack_progress"),
     "stack current": _first("stack_current_changed"),
     "deploying completed": _first("step_completed", "deploying"),
@@ -176,6 +182,7 @@ SOLUTION_FIRST = {
     "confirmation received": _first("input_received", nth=2),
     "materialize completed": _first("step_completed", "materialize_selected_candidate"),
     "deploying started": _first("step_started", "deploying"),
+    "deploy question waits (asked)": NEVER,
     "stack polling (held)": _first("stack_progress"),
     "stack current": _first("stack_current_changed"),
     "deploying completed": _first("step_completed", "deploying"),
@@ -188,9 +195,19 @@ STEPS = {"selling": ("intent_parsing", "architecture_planning", "evaluate_candid
          "selling_solution_first": ("solution_planning_and_selection", "materialize_selected_candidate", "deploying")}
 
 
-def answer_to(pipeline: str, pending: Event | None) -> str:
-    """What the user sends next: the answer to what the run waits for, else any text (the run resumes)."""
+def task_of(pending: Event | None, asked: bool) -> str:
+    """The task a permission answer names (a permission question's envelope names it), else none."""
+    return str((pending or {}).get("requestTaskId", "")) if asked and (pending or {}).get("kind") == "permission" \
+        else ""
+
+
+def answer_to(pipeline: str, pending: Event | None, asked: bool = False) -> str:
+    """What the user sends next: the answer to what the run waits for, else any text (the run resumes). A permission
+    envelope is answered only where the deploy asks (``asked``): where a rule decides it, a cut between the journaled
+    ``permission_requested`` and its ``permission_resolved`` leaves an envelope no task waits on."""
     kind = (pending or {}).get("kind")
+    if kind == "permission" and asked:  # the deploy's question: the text answer
+        return "allow"
     if kind == "candidate_selection":
         return "方案 2" if pipeline == "selling" else "2"
     if kind == "deployment_confirmation":
@@ -206,11 +223,12 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
     workspace.mkdir()
     config = tmp_path / "conf" / "config.yaml"
     config.parent.mkdir()
+    asked = "(asked)" in boundary
     config.write_text(yaml.safe_dump({
         "mode": "pipeline", "persistence-dir": str(state_dir), "pipeline-name": pipeline, "deployer": "ros",
         "ros-endpoint": fake_ros.endpoint, "ros-access-key-id": "LTAI5tCrashLoopKeyId",
         "ros-access-key-secret": "crash-loop-secret", "ros-poll-interval-seconds": 0.05,
-        "permission-rules": {"allow": ["ros_deploy", "ros_delete_stack"]}}))
+        "permission-rules": {"allow": ["ros_delete_stack"] if asked else ["ros_deploy", "ros_delete_stack"]}}))
     fake_ros.hold = "(held)" in boundary
     rich = {"iac_code": {"candidatePresentation": "rich-v1"}}
     async with aiohttp.ClientSession() as http:
@@ -223,8 +241,12 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
                     else None
                 assert n < 6, [e["eventType"] for e in streamed]
                 text = answer_to(pipeline, pending) if context_id else PROMPT
-                events, _, cut = await stream_turn(http, url, text, n=n, context_id=context_id, metadata=rich,
-                                                   stop=lambda events, seen=list(streamed): stop(seen + events))
+                events, last, cut = await stream_turn(http, url, text, n=n, context_id=context_id, metadata=rich,
+                                                      stop=lambda events, seen=list(streamed): stop(seen + events))
+                if asked and (last or {}).get("metadata", {}).get("iac_code", {}).get("input", {}).get(
+                        "toolName") == "ros_deploy":
+                    assert last is not None and last["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                    cut = True  # the question is published: kill while it waits
                 streamed += events
                 context_id = context_id or streamed[0]["contextId"]
                 n += 1
@@ -241,8 +263,9 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
             resumed_from = state["snapshot"]
             while "handoff" not in state["snapshot"]:  # the user goes on until the pipeline hands off
                 assert len(after) < 400 and n < 12, [e["eventType"] for e in after]
-                more, _, _ = await stream_turn(http, url, answer_to(pipeline, state["snapshot"]["pendingInput"]),
-                                               n=n, context_id=context_id)
+                pending = state["snapshot"]["pendingInput"]
+                more, _, _ = await stream_turn(http, url, answer_to(pipeline, pending, asked), n=n,
+                                               context_id=context_id, task_id=task_of(pending, asked))
                 n += 1
                 if not after and not resumed_from["pendingInput"]:  # cut mid-run: the next message resumes it
                     if more[0]["eventType"] != "pipeline_resumed":
@@ -257,6 +280,12 @@ async def test_kill_9_at_every_step_boundary_then_the_run_resumes(pipeline: str,
                 state = await pipeline_state(http, url, context_id)
             if after:
                 assert after[0]["sequence"] == journaled[-1]["sequence"] + 1
+            if asked:  # the same question, answered after the restart: the deploy goes on from it
+                assert resumed_from["pendingInput"]["toolName"] == "ros_deploy"
+                assert journaled[-1]["eventType"] == "permission_requested"
+                assert after[0]["eventType"] == "permission_resolved" and after[0]["data"]["toolUseId"] == \
+                    resumed_from["pendingInput"]["toolUseId"]
+                assert "permission_requested" not in [e["eventType"] for e in after]
             final = state["events"]
             assert final == journaled + after  # the state endpoint: the journal, as streamed
             assert_journal_sound(final)

@@ -292,3 +292,68 @@ async def test_deploy_settings_are_checked_and_the_secret_masked(tmp_path: Any) 
     assert good.code == 0, good.err
     assert SECRET not in good.out + good.err
     assert "ros-access-key-secret" in good.out
+
+
+async def test_a_deploy_question_nobody_answers_is_suspended_and_its_answer_resumes_it(fake_ros: Any) -> None:
+    """A durable wait (since-0.13 §4): past ``resident-timeout-seconds`` the deploy's question is suspended, not
+    denied (the live turn ends, the task stays INPUT_REQUIRED); the answer resumes exactly that call."""
+    import asyncio
+
+    from a2a.types.a2a_pb2 import GetTaskRequest
+
+    wait = {"permission-wait": {"resident-timeout-seconds": 0.2, "timeout-grace-seconds": 0}}
+    async with start_server(settings(fake_ros, **wait)) as server, connect_client(server) as client:
+        before, envelope = await until_permission(client, rich=False)
+
+        async def suspended() -> Event:
+            while True:
+                task = MessageToDict(await client.get_task(GetTaskRequest(id=envelope["requestTaskId"])))
+                if task["metadata"]["iac_code"].get("permissionWait", {}).get("status") == "suspended":
+                    return task
+                await asyncio.sleep(0.02)
+
+        task = await asyncio.wait_for(suspended(), 30)
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" and task["metadata"]["iac_code"]["input"] == envelope
+        assert (await state_of(server.url, envelope["contextId"]))["events"] == before  # nothing denied or published
+        assert fake_ros.calls == []
+
+        answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=10)
+        updates = [r["statusUpdate"] for r in answered if "statusUpdate" in r]
+        assert updates[0]["metadata"]["iac_code"]["permissionRecovered"] == {
+            "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"]}
+        after = pipeline_events(answered)
+        types = [e["eventType"] for e in after]
+        assert types[0] == "permission_resolved" and after[0]["data"]["decision"] == "allow_once"
+        assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert after[-3]["data"]["conclusion"]["status"] == "success"
+        state = await state_of(server.url, envelope["contextId"])
+        assert state["events"] == before + after
+        assert [e["sequence"] for e in state["events"]] == list(range(1, len(state["events"]) + 1))
+    assert fake_ros.created == 1 and fake_ros.calls.count("CreateStack") == 1
+
+
+async def test_a_deploy_question_the_restarted_server_cannot_ask_again_is_refused_and_kept(
+        fake_ros: Any, tmp_path: Any) -> None:
+    """A restart without the deployer: the run's state no longer leads to the deploy's question, so its answer is
+    refused (``permission_resume_invalid: canonical permission request changed.``) with nothing published; the
+    question keeps waiting, and with the deployer back its answer resumes it."""
+    from a2a.utils.errors import InvalidParamsError
+
+    state_dir = str(tmp_path / "state")
+    async with start_server(settings(fake_ros, **{"persistence-dir": state_dir})) as server, \
+            connect_client(server) as client:
+        before, envelope = await until_permission(client, rich=False)
+    answer = permission_answer_request(envelope, "allow_once", message_id="allow")
+    async with start_server({"mode": "pipeline", "persistence-dir": state_dir}) as server, \
+            connect_client(server) as client:
+        with pytest.raises(InvalidParamsError) as refused:
+            await send(client, answer, n=10)
+        assert refused.value.message == "permission_resume_invalid: canonical permission request changed."
+        assert (await state_of(server.url, envelope["contextId"]))["events"] == before
+    assert fake_ros.calls == []
+    async with start_server(settings(fake_ros, **{"persistence-dir": state_dir})) as server, \
+            connect_client(server) as client:
+        after = pipeline_events(await send(client, answer, n=11))
+        assert [e["eventType"] for e in after][-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert (await state_of(server.url, envelope["contextId"]))["events"] == before + after
+    assert fake_ros.created == 1

@@ -2,10 +2,12 @@
 deploy, then a restart on the same persistence directory: the next message resumes the deploy, the stack is
 created exactly once (the fake ROS counts), ``sequence`` stays gapless, the state endpoint equals what was streamed.
 
-Three cuts: while the permission question waits (no answer can reach the dead server: the deploy is asked again,
-never run without an allow), after CreateStack was sent but before ROS answered it (the resume sends it again with
-the same ClientToken: ROS answers with the same stack), and while the stack is being polled (the resume polls the
-recorded stack)."""
+Cuts: after CreateStack was sent but before ROS answered it (the resume sends it again with the same ClientToken:
+ROS answers with the same stack), and while the stack is being polled (the resume polls the recorded stack); the same
+for a ``cleanupOnly`` continuation's DeleteStack. And while the deploy's (or the cleanup's) permission question waits:
+a durable permission wait (since-0.13 §4), so after the restart the task is still INPUT_REQUIRED with the same
+question, its answer resumes exactly that call (allow: CreateStack / DeleteStack once; deny: declined as without the
+crash) and the same answer again is only acknowledged (``duplicate: true``), nothing run twice."""
 
 from __future__ import annotations
 
@@ -110,7 +112,7 @@ def assert_sound(events: list[Event]) -> None:
     assert not {k: c for k, c in once.items() if c > 1}
 
 
-CUTS = ["permission question", "CreateStack unanswered", "CreateStack unanswered, token expired", "stack polling"]
+CUTS = ["CreateStack unanswered", "CreateStack unanswered, token expired", "stack polling"]
 
 
 @pytest.mark.parametrize("cut", CUTS)
@@ -139,22 +141,19 @@ async def test_kill_9_in_the_middle_of_a_deploy_creates_the_stack_once(cut: str,
             assert envelope["toolName"] == "ros_deploy"
             streamed = pipeline_events(first) + pipeline_events(second)
             answered: list[Event] = []
-            answering = None
-            if cut != "permission question":
-                answering = asyncio.create_task(
-                    collect(client, permission_answer_request(envelope, "allow_once", message_id="allow"), answered))
-                if cut.startswith("CreateStack unanswered"):
-                    await until(fake_ros.create_received.is_set, "CreateStack")
-                else:
-                    await until(lambda: any(e["eventType"] == "stack_progress" for e in pipeline_events(answered)),
-                                "the first stack_progress")
+            answering = asyncio.create_task(
+                collect(client, permission_answer_request(envelope, "allow_once", message_id="allow"), answered))
+            if cut.startswith("CreateStack unanswered"):
+                await until(fake_ros.create_received.is_set, "CreateStack")
+            else:
+                await until(lambda: any(e["eventType"] == "stack_progress" for e in pipeline_events(answered)),
+                            "the first stack_progress")
             proc.kill()  # SIGKILL: whatever the turn was doing is cut
             await proc.wait()
-            if answering is not None:
-                answering.cancel()
-                await asyncio.gather(answering, return_exceptions=True)
+            answering.cancel()
+            await asyncio.gather(answering, return_exceptions=True)
             streamed += pipeline_events(answered)
-    assert fake_ros.created == (0 if cut == "permission question" else 1)
+    assert fake_ros.created == 1
 
     if fake_ros.gate_create is not None:
         fake_ros.gate_create.set()  # the next CreateStack (the resume's) is answered at once
@@ -166,25 +165,11 @@ async def test_kill_9_in_the_middle_of_a_deploy_creates_the_stack_once(cut: str,
         assert journaled[:len(streamed)] == streamed  # everything streamed had been journaled, as streamed
         assert_sound(journaled)
         async with connect_client(url) as client:
-            n = 3
-            if cut == "permission question":  # the dead server's question cannot be answered: it is asked again
-                resumed: list[Event] = []
-                await collect(client, text_request("continue", n, context_id), resumed)
-                n += 1
-                again = [r["statusUpdate"] for r in resumed if "statusUpdate" in r][-1]["metadata"]["iac_code"]["input"]
-                assert again["toolName"] == "ros_deploy" and again["toolUseId"] != envelope["toolUseId"]
-                assert fake_ros.created == 0
-                more = pipeline_events(resumed)
-                assert more[0]["eventType"] == "pipeline_resumed" and more[-1]["eventType"] == "permission_requested"
-                rest: list[Event] = []
-                await collect(client, permission_answer_request(again, "allow_once", message_id="allow-2"), rest)
-                more += pipeline_events(rest)
-            else:
-                rest = []
-                await collect(client, text_request("continue", n, context_id), rest)
-                more = pipeline_events(rest)
-                assert more[0]["eventType"] == "pipeline_resumed"
-                assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
+            rest: list[Event] = []
+            await collect(client, text_request("continue", 3, context_id), rest)
+            more = pipeline_events(rest)
+            assert more[0]["eventType"] == "pipeline_resumed"
+            assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
         types = [e["eventType"] for e in more]
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
@@ -210,14 +195,14 @@ async def test_kill_9_in_the_middle_of_a_deploy_creates_the_stack_once(cut: str,
     assert fake_ros.key_ids == {KEY_ID}
 
 
-CLEANUP_CUTS = ["delete permission question", "DeleteStack unanswered", "delete polling"]
+CLEANUP_CUTS = ["DeleteStack unanswered", "delete polling"]
 
 
 @pytest.mark.parametrize("cut", CLEANUP_CUTS)
 async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str, tmp_path: Path,
                                                                         fake_ros: Any) -> None:
-    """A ``cleanupOnly`` continuation cut by kill -9 is resumed by the next one: the question asked again when no
-    decision was recorded, else no new question; DeleteStack reaches ROS once; the stack is deleted once."""
+    """A ``cleanupOnly`` continuation cut by kill -9 after its allow is resumed by the next one: no new question;
+    DeleteStack reaches ROS once; the stack is deleted once."""
     state_dir, workspace = tmp_path / "state", tmp_path / "work"
     workspace.mkdir()
     config = tmp_path / "conf" / "config.yaml"
@@ -249,22 +234,19 @@ async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str
             assert envelope["toolName"] == "ros_delete_stack"
             streamed += pipeline_events(asked)
             answered: list[Event] = []
-            answering = None
-            if cut != "delete permission question":
-                answering = asyncio.create_task(
-                    collect(client, permission_answer_request(envelope, "allow_once", message_id="allow"), answered))
-                if cut == "DeleteStack unanswered":
-                    await until(fake_ros.delete_received.is_set, "DeleteStack")
-                else:
-                    await until(lambda: any(e["eventType"] == "cleanup_progress" for e in pipeline_events(answered)),
-                                "the first cleanup_progress")
+            answering = asyncio.create_task(
+                collect(client, permission_answer_request(envelope, "allow_once", message_id="allow"), answered))
+            if cut == "DeleteStack unanswered":
+                await until(fake_ros.delete_received.is_set, "DeleteStack")
+            else:
+                await until(lambda: any(e["eventType"] == "cleanup_progress" for e in pipeline_events(answered)),
+                            "the first cleanup_progress")
             proc.kill()  # SIGKILL: whatever the turn was doing is cut
             await proc.wait()
-            if answering is not None:
-                answering.cancel()
-                await asyncio.gather(answering, return_exceptions=True)
+            answering.cancel()
+            await asyncio.gather(answering, return_exceptions=True)
             streamed += pipeline_events(answered)
-    assert fake_ros.deletions == (0 if cut == "delete permission question" else 1)
+    assert fake_ros.deletions == 1
 
     if fake_ros.gate_delete is not None:
         fake_ros.gate_delete.set()
@@ -279,15 +261,7 @@ async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str
             resumed: list[Event] = []
             await collect(client, request, resumed)
             more = pipeline_events(resumed)
-            if cut == "delete permission question":  # no decision was recorded: asked again, never taken as allowed
-                again = [r["statusUpdate"] for r in resumed if "statusUpdate" in r][-1]["metadata"]["iac_code"]["input"]
-                assert again["toolName"] == "ros_delete_stack" and again["toolUseId"] != envelope["toolUseId"]
-                assert more[-1]["eventType"] == "permission_requested" and fake_ros.deletions == 0
-                rest: list[Event] = []
-                await collect(client, permission_answer_request(again, "allow_once", message_id="allow-2"), rest)
-                more += pipeline_events(rest)
-            else:
-                assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
+            assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
         assert [e["eventType"] for e in more][-2:] == ["stack_current_changed", "cleanup_completed"]
         assert more[-1]["data"]["outcome"] == "deleted"
@@ -299,3 +273,191 @@ async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str
 
     assert fake_ros.created == 1 and fake_ros.deletions == 1 and not fake_ros.alive()
     assert fake_ros.calls.count("DeleteStack") == 1  # sent once, also across the cut
+
+
+# ----------------------------------------------------------------------------- durable permission waits
+
+SUSPENDED = {"status": "suspended", "resumable": True}
+
+
+def statuses(results: list[Event]) -> list[Event]:
+    return [r["statusUpdate"] for r in results if "statusUpdate" in r]
+
+
+def boundaries(state_dir: Path) -> list[Event]:
+    import json
+
+    return [json.loads(p.read_text()) for p in sorted((state_dir / "permission-waits").glob("pwb_*.json"))]
+
+
+async def task_of(client: Any, task_id: str) -> Event:
+    from a2a.types.a2a_pb2 import GetTaskRequest
+
+    return MessageToDict(await asyncio.wait_for(client.get_task(GetTaskRequest(id=task_id)), 30))
+
+
+async def answered_twice(client: Any, envelope: Event, decision: str, journal: Callable[[], Any]) -> list[Event]:
+    """Answer the recovered question (streamed), check the recovery's acknowledgements, then answer it again: only
+    the duplicate acknowledgement, nothing published. Returns the answer's results."""
+    results: list[Event] = []
+    await collect(client, permission_answer_request(envelope, decision, message_id=f"{decision}-after"), results)
+    assert results[0]["task"]["id"] == envelope["requestTaskId"]
+    assert results[0]["task"]["metadata"]["iac_code"]["permissionWait"] == SUSPENDED
+    updates = statuses(results)
+    ids = {"inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"]}
+    assert updates[0]["metadata"]["iac_code"]["permissionRecovered"] == ids
+    assert updates[1]["metadata"]["iac_code"]["inputReceived"] == {
+        "kind": "permission", **ids, "decision": decision, "recovered": True, "duplicate": False}
+    assert updates[-1]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    before = await journal()
+    again: list[Event] = []
+    await collect(client, permission_answer_request(envelope, decision, message_id=f"{decision}-again"), again)
+    [ack] = again
+    data = ack["message"]["parts"][0]["data"]
+    assert data["kind"] == "permission_ack" and data["duplicate"] is True and data["decision"] == decision
+    assert ack["message"]["metadata"]["iac_code"]["inputReceived"] == {
+        "kind": "permission", **ids, "decision": decision, "recovered": True, "duplicate": True}
+    assert await journal() == before  # nothing published (or run) again
+    return results
+
+
+async def check_suspended(client: Any, url: str, context_id: str, task_id: str, envelope: Event,
+                          streamed: list[Event]) -> list[Event]:
+    """After the restart: the task still INPUT_REQUIRED with the same question, its wait suspended; the journal as
+    streamed; another message in the context is refused (the question wants its answer). Returns the journal."""
+    task = await task_of(client, task_id)
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert task["metadata"]["iac_code"]["input"] == envelope  # the same question: the same envelope and ids
+    assert task["metadata"]["iac_code"]["permissionWait"] == SUSPENDED
+    journaled = await journal_of(url, context_id)
+    assert journaled == streamed and journaled[-1]["eventType"] == "permission_requested"
+    assert_sound(journaled)
+    from a2a.utils.errors import InvalidParamsError
+
+    with pytest.raises(InvalidParamsError):
+        await collect(client, text_request("continue", 90, context_id), [])
+    assert await journal_of(url, context_id) == journaled  # not asked again, nothing published
+    return journaled
+
+
+def answers_to_deploy(pipeline: str) -> list[str]:
+    """The user's answers from the first prompt's pause up to the deploy's permission question."""
+    return ["candidate 1"] if pipeline == "selling" else ["1", '{"action": "confirm"}']
+
+
+DEPLOY_WAITS = [("selling", "allow_once"), ("selling", "deny"), ("selling_solution_first", "allow_once"),
+                ("selling_solution_first", "deny")]
+
+
+@pytest.mark.parametrize(("pipeline", "decision"), DEPLOY_WAITS, ids=[f"{p}: {d}" for p, d in DEPLOY_WAITS])
+async def test_kill_9_while_the_deploy_question_waits_then_its_answer_resumes_that_call(
+        pipeline: str, decision: str, tmp_path: Path, fake_ros: Any) -> None:
+    state_dir, workspace = tmp_path / "state", tmp_path / "work"
+    workspace.mkdir()
+    config = tmp_path / "conf" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"mode": "pipeline", "pipeline-name": pipeline,
+                                      "persistence-dir": str(state_dir), "deployer": "ros",
+                                      "ros-endpoint": fake_ros.endpoint, "ros-poll-interval-seconds": 0.05}))
+    async with server_process(config, workspace) as (proc, url):
+        async with connect_client(url) as client:
+            results: list[Event] = []
+            await collect(client, text_request(PROMPT, 1), results)
+            context_id, task_id = statuses(results)[-1]["contextId"], statuses(results)[-1]["taskId"]
+            for n, answer in enumerate(answers_to_deploy(pipeline), start=2):
+                await collect(client, text_request(answer, n, context_id, task_id), results)
+            paused = statuses(results)[-1]
+            assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            envelope = paused["metadata"]["iac_code"]["input"]
+            assert envelope["toolName"] == "ros_deploy"
+            assert paused["metadata"]["iac_code"]["permissionWait"] == {"status": "waiting", "resumable": True}
+            streamed = pipeline_events(results)
+            proc.kill()  # SIGKILL while the question waits
+            await proc.wait()
+    [boundary] = boundaries(state_dir)
+    assert boundary["permissionClass"] == "pipeline" and boundary["toolName"] == "ros_deploy"
+    assert (boundary["taskId"], boundary["inputId"], boundary["toolUseId"]) == (
+        task_id, envelope["inputId"], envelope["toolUseId"])
+    assert boundary["continuationFrame"]["operation"] == "deploy" and "CreateStack" not in fake_ros.calls
+
+    async with server_process(config, workspace) as (_, url):
+        async with connect_client(url) as client:
+            journaled = await check_suspended(client, url, context_id, task_id, envelope, streamed)
+            results = await answered_twice(client, envelope, decision, lambda: journal_of(url, context_id))
+            more = pipeline_events(results)
+            final = await journal_of(url, context_id)
+    assert final == journaled + more  # the state endpoint: the journal, as streamed
+    assert_sound(final)  # the sequence goes on from the question, gapless
+    types = [e["eventType"] for e in more]
+    assert types[0] == "permission_resolved" and "permission_requested" not in types and "pipeline_resumed" not in types
+    resolved = more[0]["data"]
+    assert (resolved["inputId"], resolved["toolUseId"], resolved["decision"]) == (
+        envelope["inputId"], envelope["toolUseId"], decision)
+    assert "automatic" not in resolved and "timedOut" not in resolved
+    deployment = next(e for e in more if e["eventType"] == "step_completed")["data"]["conclusion"]
+    if decision == "allow_once":
+        assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
+        assert deployment["status"] == "success" and deployment["stack_id"] == next(iter(fake_ros.stacks))
+        assert deployment["tool_use_id"] == envelope["toolUseId"]
+        assert fake_ros.created == 1 and fake_ros.calls.count("CreateStack") == 1  # exactly that call, once
+    else:
+        assert types == ["permission_resolved", "step_completed", "pipeline_canceled", "pipeline_handoff_ready"]
+        assert deployment["status"] == "cancelled" and deployment["reason"] == "permission_denied"
+        assert fake_ros.created == 0 and "CreateStack" not in fake_ros.calls
+    [boundary] = boundaries(state_dir)
+    assert boundary["phase"] == "RESOLVED" and boundary["recovered"] is True and boundary["decision"] == decision
+
+
+@pytest.mark.parametrize("decision", ["allow_once", "deny"])
+async def test_kill_9_while_the_cleanup_question_waits_then_its_answer_resumes_that_call(
+        decision: str, tmp_path: Path, fake_ros: Any) -> None:
+    state_dir, workspace = tmp_path / "state", tmp_path / "work"
+    workspace.mkdir()
+    config = tmp_path / "conf" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"mode": "pipeline", "persistence-dir": str(state_dir), "deployer": "ros",
+                                      "ros-endpoint": fake_ros.endpoint, "ros-poll-interval-seconds": 0.05,
+                                      "permission-rules": {"allow": ["ros_deploy"]}}))
+    async with server_process(config, workspace) as (proc, url):
+        async with connect_client(url) as client:
+            results: list[Event] = []
+            await collect(client, text_request(PROMPT, 1), results)
+            context_id, task_id = statuses(results)[-1]["contextId"], statuses(results)[-1]["taskId"]
+            await collect(client, text_request("candidate 1", 2, context_id, task_id), results)
+            assert fake_ros.created == 1
+            request = text_request("clean up", 3, context_id)
+            request.message.metadata.update({"iac_code": {"cleanupOnly": True}})
+            await collect(client, request, results)
+            paused = statuses(results)[-1]
+            envelope = paused["metadata"]["iac_code"]["input"]
+            assert envelope["toolName"] == "ros_delete_stack"
+            streamed = pipeline_events(results)
+            proc.kill()  # SIGKILL while the question waits
+            await proc.wait()
+    [boundary] = boundaries(state_dir)
+    assert boundary["toolName"] == "ros_delete_stack" and boundary["continuationFrame"]["operation"] == "cleanup"
+    cleanup_task = envelope["requestTaskId"]
+
+    async with server_process(config, workspace) as (_, url):
+        async with connect_client(url) as client:
+            journaled = await check_suspended(client, url, context_id, cleanup_task, envelope, streamed)
+            results = await answered_twice(client, envelope, decision, lambda: journal_of(url, context_id))
+            more = pipeline_events(results)
+            final = await journal_of(url, context_id)
+            assert (await task_of(client, cleanup_task))["metadata"]["iac_code"]["assistantFinal"]["cleanupOnly"][
+                "outcome"] == ("deleted" if decision == "allow_once" else "permission_denied")
+    assert final == journaled + more
+    assert_sound(final)
+    types = [e["eventType"] for e in more]
+    assert types[0] == "permission_resolved" and "cleanup_started" not in types  # the same cleanup goes on
+    assert {e["data"]["cleanupId"] for e in final if e["eventType"].startswith("cleanup_")} == {
+        next(e for e in final if e["eventType"] == "cleanup_started")["data"]["cleanupId"]}
+    if decision == "allow_once":
+        assert types[-2:] == ["stack_current_changed", "cleanup_completed"] and more[-1]["data"]["outcome"] == "deleted"
+        assert fake_ros.deletions == 1 and fake_ros.calls.count("DeleteStack") == 1 and not fake_ros.alive()
+    else:
+        assert types == ["permission_resolved", "cleanup_completed"]
+        assert more[-1]["data"]["outcome"] == "permission_denied" and more[-1]["status"] == "canceled"
+        assert fake_ros.deletions == 0 and "DeleteStack" not in fake_ros.calls and fake_ros.alive()
+    [boundary] = boundaries(state_dir)
+    assert boundary["phase"] == "RESOLVED" and boundary["recovered"] is True
