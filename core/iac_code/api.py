@@ -58,7 +58,9 @@ from iac_code.agents.tools import (
     Tool,
     ToolCall,
     ToolContext,
+    ToolOffer,
     ToolOutcome,
+    offered_tools,
     run_tool,
 )
 from iac_code.base import jsonio, tracing
@@ -323,6 +325,7 @@ __all__ = [
     "ToolContext",
     "ToolFailed",
     "ToolInputDelta",
+    "ToolOffer",
     "ToolOutcome",
     "ToolSpec",
     "ToolStarted",
@@ -373,6 +376,7 @@ __all__ = [
     "missed",
     "next_seq",
     "normalise_name",
+    "offered_tools",
     "order_key",
     "peek",
     "permission_envelope",
