@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from iac_code.api import mask_urls_in, redact, url_secrets
+from iac_code.api import mask_url, redact, url_secrets
 
 REDACTED = "[redacted]"
 _MIN_SECRET = 4  # shorter values (a flag, "-y") are not secrets and would mangle ordinary words
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s'\"<>]+")  # a bounded scheme: linear on long texts
 _BEARER = re.compile(r"(?i)\b(bearer|token|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 
 
@@ -33,7 +34,7 @@ class Redactor:
         self.secrets.update(s for s in values if isinstance(s, str) and len(s) >= _MIN_SECRET)
 
     def text(self, value: str) -> str:
-        out = redact(mask_urls_in(value), self.secrets, REDACTED)
+        out = redact(_URL.sub(lambda m: mask_url(m.group(0)), value), self.secrets, REDACTED)
         for path, label in self.paths:
             out = out.replace(path, label)
         return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", out)

@@ -217,7 +217,8 @@ async def test_a_crashed_server_is_reported_and_restarted(workspace: Path, tmp_p
         states = [s["servers"][0]["connectionState"] for s in _all(crashed, "mcpStatus")]
         assert states == ["connected", "failed"]
         [warning] = [w for w in _all(crashed, "mcpWarning") if w["code"] == "server_failed"]
-        assert warning["serverName"] == "demo" and warning["scope"] == "user" and warning["severity"] == "warning"
+        assert warning["serverName"] == "demo" and warning["sourcePath"] == "[CONFIG]/mcp.json"
+        assert warning["severity"] == "warning" and warning["source"] == "[CONFIG]/mcp.json"
         assert _updates(crashed)[-1]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"  # the turn ended cleanly
         again = await _turn(client, "use the demo MCP server to echo text=back", "ctx-c")
         assert _all(again, "mcpStatus")[-1]["servers"][0]["connectionState"] == "connected"
@@ -230,24 +231,27 @@ async def test_cancel_reaches_the_server(workspace: Path, tmp_path: Path) -> Non
     marker = tmp_path / "marker.txt"
     _write_user_config(tmp_path / "config", {"demo": _stdio(marker)})
     async with start_server() as server, connect_client(server) as client:
-        request = _request("use the demo MCP server to slow seconds=60", "ctx-y")
+        events = [MessageToDict(e) async for e in client.send_message(
+            _request("use the demo MCP server to slow seconds=60", "ctx-y"))]
+        envelope = _meta(_updates(events)[-1])["input"]  # not read-only: it asks first
+        answer = permission_answer_request(envelope, "allow_once", message_id="answer-slow")
         seen: list[dict[str, Any]] = []
 
         async def follow() -> None:
-            async for event in client.send_message(request):
+            async for event in client.send_message(answer):
                 seen.append(MessageToDict(event))
 
         follower = asyncio.create_task(follow())
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not (marker.exists() and "started" in marker.read_text()):
             assert time.monotonic() < deadline, "the slow tool never started"
             await asyncio.sleep(0.05)
-        task_id = next(u["taskId"] for u in _updates(seen))
-        await client.cancel_task(CancelTaskRequest(id=task_id))
+        await client.cancel_task(CancelTaskRequest(id=envelope["requestTaskId"]))
         while "cancelled" not in marker.read_text():
-            assert time.monotonic() < deadline + 15, "the MCP server never heard the cancellation"
+            assert time.monotonic() < deadline, "the MCP server never heard the cancellation"
             await asyncio.sleep(0.05)
         await asyncio.wait_for(follower, 30)
+        assert _updates(seen)[-1]["status"]["state"] == "TASK_STATE_CANCELED"
 
 
 async def test_safe_mode_loads_no_server(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
