@@ -260,3 +260,42 @@ async def test_safe_mode_loads_no_server(workspace: Path, tmp_path: Path, monkey
     async with start_server() as server, connect_client(server) as client:
         events = await _turn(client, "use the demo MCP server to echo text=hello", "ctx-s")
         assert _all(events, "mcpStatus") == [] and "echo: hello" not in _said(events)
+
+
+THIRD_PARTY = "alibaba-cloud-ops-mcp-server==0.9.27"
+
+
+def _network_env() -> dict[str, str]:
+    """What ``uv`` needs to reach the package index from the server's restricted environment (certificates,
+    proxies, its cache): a stdio server gets only the SDK's safe variables and its configured ``env``."""
+    import os
+
+    keys = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "UV_CACHE_DIR", "UV_INDEX_URL",
+            "UV_DEFAULT_INDEX", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+    return {k: os.environ[k] for k in keys if os.environ.get(k)}
+
+
+@pytest.mark.timeout(600)
+async def test_a_published_third_party_server_over_stdio(workspace: Path, tmp_path: Path) -> None:
+    """``alibaba-cloud-ops-mcp-server`` from PyPI (run by ``uv tool run``), without credentials: in its
+    ``--code-deploy`` mode it starts offline (its full mode fetches API metadata from the network at start)."""
+    import shutil
+
+    uv = shutil.which("uv")
+    assert uv is not None, "uv runs the published server"
+    (workspace / "main.tf").write_text("# a file to list\n")
+    _write_user_config(tmp_path / "config", {"aliyun": {
+        "command": uv, "args": ["tool", "run", "--from", THIRD_PARTY, "alibaba-cloud-ops-mcp-server",
+                                "--transport", "stdio", "--code-deploy"],
+        "env": {"ALIBABA_CLOUD_ACCESS_KEY_SECRET": SECRET, **_network_env()}}})
+    async with start_server({"mcp-startup-timeout": 400}) as server, \
+            connect_client(server, timeout=500) as client:
+        events = await _turn(client, "use the aliyun MCP server to list the local directory path=.", "ctx-a")
+        [status] = _all(events, "mcpStatus")
+        [aliyun] = status["servers"]
+        assert aliyun["connectionState"] == "connected", aliyun["warnings"]
+        assert aliyun["capabilities"]["tools"] >= 6
+        names = [t["name"] for t in _all(events, "tool") if t["status"] == "completed"]
+        assert names == ["mcp__aliyun__LOCAL_ListDirectory"]
+        assert "main.tf" in _said(events)
+        _no_secret(events)
