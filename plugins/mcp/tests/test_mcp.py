@@ -299,3 +299,4 @@ async def test_a_published_third_party_server_over_stdio(workspace: Path, tmp_pa
         assert names == ["mcp__aliyun__LOCAL_ListDirectory"]
         assert "main.tf" in _said(events)
         _no_secret(events)
+

@@ -241,6 +241,9 @@ class LlmRuntime:
             return chosen.strip()
         return self.configured_key()
 
+    def _tool_objects(self) -> dict[str, Any]:
+        return {name: tool for name, (spec, tool) in self._tools.items()}
+
     def _tool_definitions(self, context: ToolContext,
                           offers: Mapping[str, ToolOffer] | None = None) -> list[dict[str, Any]]:
         table = [(name, spec.description, spec.parameters) for name, (spec, tool) in self._tools.items()
@@ -344,7 +347,7 @@ class LlmRuntime:
         context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata, task_id=turn.task_id,
                               context_id=turn.context_id)
         offers: dict[str, ToolOffer] = {}  # a tool source's tools (MCP): the resumed call may be one
-        async for event in offered_tools(self._tools, context, offers):
+        async for event in offered_tools(self._tool_objects(), context, offers):
             yield event
         for n, call in enumerate(calls):
             async for event in self._run_call(call, context, messages, calls[n:], counts, resumed=n == 0,
@@ -368,7 +371,7 @@ class LlmRuntime:
                               context_id=turn.context_id)
         if offers is None:  # the turn's tools of tool sources (MCP servers), and what they publish first
             offers = {}
-            async for event in offered_tools(self._tools, context, offers):
+            async for event in offered_tools(self._tool_objects(), context, offers):
                 yield event
         base: dict[str, Any] = {"model": self._model(turn), "stream": True, "stream_options": {"include_usage": True},
                                 "tools": self._tool_definitions(context, offers), **self._thinking(turn)}
