@@ -30,6 +30,7 @@ from iac_code_mcp.definitions import PROJECT_FILE, USER_FILE, McpWarning, Server
 from iac_code_mcp.names import public_name
 from iac_code_mcp.redaction import Redactor, definition_secrets, local_paths
 from iac_code_mcp.settings import safe_mode
+from iac_code_mcp.tool import McpTool
 
 logger = logging.getLogger(__name__)
 
@@ -369,5 +370,3 @@ class ApproveProjectServer:
 
         return ToolOutcome(result={"approved": True, "server": tool_input.get("server")})
 
-
-from iac_code_mcp.tool import McpTool  # noqa: E402  (the tool module refers back to this one)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from iac_code.api import Permission, Progress, ToolContext, ToolOutcome
 
-if TYPE_CHECKING:
-    from iac_code_mcp.manager import McpManager
+from iac_code_mcp.connection import ConnectionFailed
+
+McpManager = Any  # iac_code_mcp.manager.McpManager (which imports this module)
 
 RESULT_LIMIT = 100_000  # characters of a result kept for the model
 CONNECTION_CLOSED = -32000
@@ -92,8 +94,6 @@ class McpTool:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
-            from iac_code_mcp.connection import ConnectionFailed
-
             code = getattr(getattr(exc, "error", None), "code", None)
             if isinstance(exc, ConnectionFailed) or code == CONNECTION_CLOSED or server.connection is None \
                     or server.connection.broken:
@@ -112,7 +112,7 @@ class McpTool:
             return ToolOutcome(error=f"the MCP tool failed: {message[:500]}")
         finally:
             ctx.active -= 1
-            ctx.last_used = __import__("time").monotonic()
+            ctx.last_used = time.monotonic()
         texts: list[str] = []
         for item in result.content or []:
             if getattr(item, "type", "") == "text":
