@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from pathlib import Path
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
@@ -71,6 +70,7 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    Path(os.environ.get("DEMO_PIDFILE", os.devnull)).write_text(str(os.getpid())) if os.environ.get(
-        "DEMO_PIDFILE") else None
+    if os.environ.get("DEMO_PIDFILE"):  # the tests watch the process end
+        with open(os.environ["DEMO_PIDFILE"], "a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()}\n")
     server.run("streamable-http" if port else "stdio")

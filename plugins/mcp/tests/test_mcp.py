@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -74,10 +75,12 @@ def _write_user_config(config_dir: Path, servers: dict[str, Any]) -> None:
     (config_dir / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
 
 
-def _stdio(marker: Path | None = None) -> dict[str, Any]:
+def _stdio(marker: Path | None = None, pids: Path | None = None) -> dict[str, Any]:
     env = {"DEMO_SECRET": SECRET}
     if marker is not None:
         env["DEMO_MARKER"] = str(marker)
+    if pids is not None:
+        env["DEMO_PIDFILE"] = str(pids)
     return {"command": sys.executable, "args": [SERVER, "stdio", f"--token={SECRET}"], "env": env}
 
 
@@ -300,3 +303,53 @@ async def test_a_published_third_party_server_over_stdio(workspace: Path, tmp_pa
         assert "main.tf" in _said(events)
         _no_secret(events)
 
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def _until(condition: Any, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(300)
+async def test_servers_close_with_idle_contexts_and_within_max_servers(workspace: Path, tmp_path: Path) -> None:
+    pids = tmp_path / "pids.txt"
+    _write_user_config(tmp_path / "config", {"demo": _stdio(pids=pids)})
+    async with start_server({"mcp-max-servers": 1}) as server, connect_client(server) as client:
+        await _turn(client, "use the demo MCP server to echo text=a", "ctx-a")
+        [first] = [int(p) for p in pids.read_text().split()]
+        again = await _turn(client, "use the demo MCP server to echo text=a2", "ctx-a")
+        assert "echo: a2" in _said(again) and pids.read_text().split() == [str(first)]  # reused across turns
+        other = await _turn(client, "use the demo MCP server to echo text=b", "ctx-b")  # needs room: a's closes
+        assert "echo: b" in _said(other)
+        await _until(lambda: not _alive(first), "the least recently used context's server was not closed")
+        second = int(pids.read_text().split()[-1])
+        assert _alive(second)
+    await _until(lambda: not _alive(second), "the server's stop did not close the MCP server")
+
+    pids.unlink()
+    async with start_server({"context-idle-timeout": 0.5}) as server, connect_client(server) as client:
+        await _turn(client, "use the demo MCP server to echo text=c", "ctx-c")
+        [idle] = [int(p) for p in pids.read_text().split()]
+        await _until(lambda: not _alive(idle), "an idle context's server was not closed")
+
+
+async def test_check_config_names_the_bad_server_and_no_secret(tmp_path: Path) -> None:
+    from iac_code.testing import run_cli
+
+    config = tmp_path / "config.yaml"
+    config.write_text(f"mcp-servers:\n  good: {{command: python, args: ['--token={SECRET}'], env: {{K: {SECRET}}}}}\n"
+                      f"  bad: {{command: 5, env: {{K: {SECRET}}}, headers: {{A: {SECRET}}}}}\n")
+    result = await run_cli("a2a", "--check-config", "--config", str(config), cwd=tmp_path)
+    assert result.code == 2
+    assert "'mcp-servers': server 'bad': needs 'command' (stdio) or 'url' (HTTP)" in result.err
+    assert SECRET not in result.out + result.err
