@@ -24,6 +24,32 @@ logger = logging.getLogger(__name__)
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
+class _MaskUrls(logging.Filter):
+    """Masks URL credentials in the HTTP client's log lines (httpx logs each request's URL at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from iac_code_mcp.redaction import Redactor
+
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001
+            return True
+        masked = Redactor().text(text)
+        if masked != text:
+            record.msg, record.args = masked, ()
+        return True
+
+
+_MASK = _MaskUrls()
+
+
+def _mask_http_logs() -> None:
+    for name in ("httpx", "httpcore", "mcp.client.streamable_http", "mcp.client.sse"):
+        target = logging.getLogger(name)
+        if _MASK not in target.filters:
+            target.addFilter(_MASK)
+
+
 class ConnectionFailed(Exception):
     """The server could not be started, or its connection broke (the message is not yet redacted)."""
 
@@ -77,12 +103,14 @@ class Connection:
                     errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
                     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 elif d.transport == "sse":
+                    _mask_http_logs()
                     from mcp.client.sse import sse_client
 
                     read, write = await stack.enter_async_context(sse_client(d.url, headers=dict(d.headers)))
                 else:
                     from mcp.client.streamable_http import streamablehttp_client
 
+                    _mask_http_logs()
                     read, write, _ = await stack.enter_async_context(
                         streamablehttp_client(d.url, headers=dict(d.headers)))
                 session = await stack.enter_async_context(ClientSession(read, write))

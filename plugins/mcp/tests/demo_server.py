@@ -1,6 +1,7 @@
 """A real MCP server for the tests, written with the official ``mcp`` SDK (FastMCP).
 
-``python demo_server.py stdio [--token=...]`` or ``python demo_server.py http PORT``. Tools: ``echo`` (read-only),
+``python demo_server.py stdio [--token=...]``, ``python demo_server.py http PORT`` (Streamable HTTP, ``/mcp``) or
+``python demo_server.py sse PORT`` (SSE, ``/sse``). Tools: ``echo`` (read-only),
 ``count_up`` (progress notifications), ``slow`` (waits; writes ``started`` / ``cancelled`` to ``$DEMO_MARKER``),
 ``fail`` (an error result), ``big`` (a large result), ``crash`` (the process exits).
 """
@@ -14,7 +15,7 @@ import sys
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 
-port = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[1] == "http" else 0
+port = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[1] in ("http", "sse") else 0
 server = FastMCP("demo", host="127.0.0.1", port=port or 8000)
 
 
@@ -73,4 +74,4 @@ if __name__ == "__main__":
     if os.environ.get("DEMO_PIDFILE"):  # the tests watch the process end
         with open(os.environ["DEMO_PIDFILE"], "a", encoding="utf-8") as out:
             out.write(f"{os.getpid()}\n")
-    server.run("streamable-http" if port else "stdio")
+    server.run({"http": "streamable-http", "sse": "sse"}.get(sys.argv[1], "stdio"))

@@ -6,6 +6,7 @@ cancellation; and a secret put in env, headers and args that appears nowhere."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -178,10 +179,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-async def http_server(tmp_path: Path) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def _served(kind: str) -> AsyncIterator[str]:
     port = _free_port()
-    process = subprocess.Popen([sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([sys.executable, SERVER, kind, str(port)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while True:
@@ -192,10 +193,16 @@ async def http_server(tmp_path: Path) -> AsyncIterator[str]:
             assert process.poll() is None and time.monotonic() < deadline, "the demo HTTP server did not start"
             await asyncio.sleep(0.1)
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/{'mcp' if kind == 'http' else 'sse'}"
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture
+async def http_server() -> AsyncIterator[str]:
+    async with _served("http") as url:
+        yield url
 
 
 async def test_streamable_http_server_failures_and_large_results(workspace: Path, http_server: str) -> None:
@@ -353,3 +360,18 @@ async def test_check_config_names_the_bad_server_and_no_secret(tmp_path: Path) -
     assert result.code == 2
     assert "'mcp-servers': server 'bad': needs 'command' (stdio) or 'url' (HTTP)" in result.err
     assert SECRET not in result.out + result.err
+
+
+async def test_an_sse_server_with_credentials_in_its_url(workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with _served("sse") as url:
+        with_credentials = url.replace("http://", f"http://user:{SECRET}@") + f"?api_key={SECRET}"
+        settings = {"mcp-servers": {"old": {"url": with_credentials, "transport": "sse",
+                                            "headers": {"X-Api-Key": SECRET}}}}
+        async with start_server(settings) as server, connect_client(server) as client:
+            events = await _turn(client, "use the old MCP server to echo text=legacy", "ctx-sse")
+            [status] = _all(events, "mcpStatus")
+            assert status["servers"][0]["transport"] == "sse"
+            assert status["servers"][0]["connectionState"] == "connected"
+            assert "echo: legacy" in _said(events)
+            _no_secret(events, caplog.text)
