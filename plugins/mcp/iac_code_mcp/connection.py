@@ -168,18 +168,27 @@ class Connection:
         session = self.session
         if session is None or self.broken:
             raise ConnectionFailed("the server is not connected")
-        from mcp import types
-
         request_id = session._request_id  # the id call_tool's request takes (read before its first await)
         try:
             return await session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=timeout),
                                            progress_callback=progress)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                note = types.CancelledNotification(params=types.CancelledNotificationParams(
-                    requestId=request_id, reason="the task was cancelled"))
-                await asyncio.shield(asyncio.wait_for(session.send_notification(types.ClientNotification(note)), 5))
+            await self._cancel(session, request_id, "the task was cancelled")
             raise
+        except Exception as exc:
+            if getattr(getattr(exc, "error", None), "code", None) == 408:  # mcp-call-timeout: the server stops too
+                await self._cancel(session, request_id, "the call timed out")
+            raise
+
+    @staticmethod
+    async def _cancel(session: Any, request_id: Any, reason: str) -> None:
+        """Send ``notifications/cancelled`` for a request (best effort, at most 5 s)."""
+        from mcp import types
+
+        with contextlib.suppress(Exception):
+            note = types.CancelledNotification(params=types.CancelledNotificationParams(requestId=request_id,
+                                                                                        reason=reason))
+            await asyncio.shield(asyncio.wait_for(session.send_notification(types.ClientNotification(note)), 5))
 
     async def close(self) -> None:
         """Close the session and stop the server (idempotent)."""

@@ -375,3 +375,15 @@ async def test_an_sse_server_with_credentials_in_its_url(workspace: Path, caplog
             assert status["servers"][0]["connectionState"] == "connected"
             assert "echo: legacy" in _said(events)
             _no_secret(events, caplog.text)
+
+
+async def test_a_call_past_mcp_call_timeout_fails_and_is_cancelled(workspace: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "marker.txt"
+    _write_user_config(tmp_path / "config", {"demo": _stdio(marker)})
+    async with start_server({"mcp-call-timeout": 1}) as server, connect_client(server) as client:
+        events = await _turn(client, "use the demo MCP server to slow seconds=60", "ctx-t")
+        [failed] = [t for t in _all(events, "tool") if t["status"] == "failed"]
+        assert failed["name"] == "mcp__demo__slow"
+        assert "timed out after 1 s" in _said(events)
+        await _until(lambda: "cancelled" in marker.read_text(), "the server did not hear the cancellation")
+        assert _updates(events)[-1]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
