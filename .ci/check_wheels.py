@@ -42,7 +42,7 @@ def extras_plan(prefix: str) -> dict[str, tuple[dict[str, object], set[str]]]:
     """extra → (the server settings that use its feature, the distributions ``--plugins list`` must show)."""
     base = {"iac-code-transport-http", "iac-code-transport-stdio", "iac-code-push", "iac-code-push-file",
             "iac-code-runtime-offline", "iac-code-a2a-client", "iac-code-metrics", "iac-code-tracing",
-            "iac-code-compat-v03", "iac-code-execution-control", "iac-code-resource-selector"}
+            "iac-code-compat-v03", "iac-code-execution-control", "iac-code-resource-selector", "iac-code-mcp"}
     redis = "redis://127.0.0.1:6379/15"
     return {
         "a2a": ({}, base),
