@@ -43,7 +43,7 @@ def extras_plan(prefix: str) -> dict[str, tuple[dict[str, object], set[str]]]:
     base = {"iac-code-transport-http", "iac-code-transport-stdio", "iac-code-push", "iac-code-push-file",
             "iac-code-runtime-offline", "iac-code-a2a-client", "iac-code-metrics", "iac-code-tracing",
             "iac-code-compat-v03", "iac-code-execution-control", "iac-code-resource-selector",
-            "iac-code-console-web"}
+            "iac-code-console-web", "iac-code-mcp"}
     redis = "redis://127.0.0.1:6379/15"
     return {
         "a2a": ({}, base),

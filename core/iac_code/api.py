@@ -58,7 +58,9 @@ from iac_code.agents.tools import (
     Tool,
     ToolCall,
     ToolContext,
+    ToolOffer,
     ToolOutcome,
+    offered_tools,
     run_tool,
 )
 from iac_code.base import jsonio, tracing
@@ -325,6 +327,7 @@ __all__ = [
     "ToolContext",
     "ToolFailed",
     "ToolInputDelta",
+    "ToolOffer",
     "ToolOutcome",
     "ToolSpec",
     "ToolStarted",
@@ -375,6 +378,7 @@ __all__ = [
     "missed",
     "next_seq",
     "normalise_name",
+    "offered_tools",
     "order_key",
     "peek",
     "permission_envelope",

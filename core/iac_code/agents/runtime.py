@@ -171,11 +171,14 @@ class Usage:
 class Progress:
     """Progress the caller sees while the turn runs: ``metadata`` goes under ``metadata.iac_code`` of a
     working status update and ``text``, when given, is its message. ``final``: no update of its own;
-    ``metadata`` is merged into the turn's last status instead (e.g. the question a pipeline stops on)."""
+    ``metadata`` is merged into the turn's last status instead (e.g. the question a pipeline stops on).
+    A tool reports its own progress while it runs through :attr:`~iac_code.agents.tools.ToolContext.report`."""
 
     metadata: Mapping[str, Any]
     text: str = ""
     final: bool = False
+    tool_trace: bool = False
+    """Part of the tool trace (an MCP tool's progress): published only when ``tool_trace`` exposure is on."""
 
 
 @dataclass(frozen=True)

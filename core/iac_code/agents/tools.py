@@ -9,8 +9,10 @@ runtime reports tools the same way. Nothing here imports a2a-sdk.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,7 +38,9 @@ INPUT_CHUNK = 256  # characters of JSON per input_delta event
 class ToolContext:
     """What a tool may use: the workspace, the turn's language and message metadata (``metadata.iac_code``),
     and the task and context of the turn (``""`` when the caller does not say); :func:`run_tool` sets
-    ``tool_use_id`` to the call's."""
+    ``tool_use_id`` to the call's. ``report`` is set by :func:`run_tool` for a tool that declares
+    ``reports_progress = True``: a runtime event it hands there while it runs (a
+    :class:`~iac_code.agents.runtime.Progress`) is published before the call ends."""
 
     cwd: str
     language: str = "en"
@@ -44,6 +48,36 @@ class ToolContext:
     task_id: str = ""
     context_id: str = ""
     tool_use_id: str = ""
+    report: Callable[[Any], None] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """A tool a tool source offers for one turn (an MCP server's tool): its public name, what a model is shown
+    (``description``, ``parameters``: a JSON Schema) and the tool object a runtime calls."""
+
+    name: str
+    tool: Any
+    description: str = ""
+    parameters: Mapping[str, Any] | None = None
+
+
+async def offered_tools(tools: Mapping[str, Any], context: ToolContext,
+                        into: dict[str, ToolOffer]) -> AsyncIterator[Any]:
+    """Ask every tool source among ``tools`` (an object with ``offer_tools(context)``, an async iterator of runtime
+    events and :class:`ToolOffer`) for this turn's tools: the offers go into ``into`` (a name already taken is
+    skipped), the events are yielded for the runtime to pass on (status, warnings, a permission question whose
+    ``allowed`` the kernel sets before the next event is asked for)."""
+    for tool in list(tools.values()):
+        offer = getattr(tool, "offer_tools", None)
+        if offer is None:
+            continue
+        async for item in offer(context):
+            if isinstance(item, ToolOffer):
+                if item.name not in tools and item.name not in into:
+                    into[item.name] = item
+            else:
+                yield item
 
 
 @dataclass(frozen=True)
@@ -179,7 +213,16 @@ async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
             yield ToolFailed(call.tool_use_id, call.name, "permission denied")
             return
     try:
-        outcome = await tool.run(call.input, context)
+        if getattr(tool, "reports_progress", False):
+            outcome = None
+            async for event in _reporting(tool, call, context):
+                if isinstance(event, ToolOutcome):
+                    outcome = event
+                else:
+                    yield event
+            assert outcome is not None
+        else:
+            outcome = await tool.run(call.input, context)
     except Exception as exc:  # a tool bug must not end the turn without a trace
         outcome = ToolOutcome(error=f"{call.name} failed: {type(exc).__name__}")
     call.outcome = outcome
@@ -189,3 +232,29 @@ async def run_tool(tool: Tool, call: ToolCall, context: ToolContext, *,
         yield ToolFailed(call.tool_use_id, call.name, outcome.error)
     else:
         yield ToolCompleted(call.tool_use_id, call.name, dict(outcome.result), artifact=outcome.artifact)
+
+
+async def _reporting(tool: Tool, call: ToolCall, context: ToolContext) -> AsyncIterator[Any]:
+    """Run a tool that reports progress: its reported events as they come, then its :class:`ToolOutcome`.
+
+    Cancelled (the task is cancelled, or the stream closed), the tool's run is cancelled and awaited."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    running = asyncio.ensure_future(tool.run(call.input, replace(context, report=queue.put_nowait)))
+    try:
+        while not running.done():
+            getter = asyncio.ensure_future(queue.get())
+            try:
+                await asyncio.wait({running, getter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                yield getter.result()
+        while not queue.empty():
+            yield queue.get_nowait()
+        yield running.result()
+    finally:
+        if not running.done():
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await running

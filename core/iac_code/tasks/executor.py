@@ -268,6 +268,8 @@ class RuntimeExecutor(AgentExecutor):
         owner = resolve_user_scope(call_context) if gates else ""
         async for event in (events if events is not None else self._runtime.run_turn(turn)):
             if isinstance(event, Progress):
+                if event.tool_trace and not self._tool_trace:
+                    continue
                 if event.final:
                     final.update(event.metadata)
                 else:

@@ -36,7 +36,7 @@ from iac_code.language.i18n import Translator, translator
 from iac_code.agents.runtime import PermissionRequest
 from iac_code.base.storage import private_dir
 from iac_code.agents.tool_metadata import input_shape, sanitise_text
-from iac_code.tasks.permission_display import TARGET_SEPARATOR, display_parameters, target_parts
+from iac_code.tasks.permission_display import TARGET_SEPARATOR, display_parameters, is_mcp_tool, target_parts
 from iac_code.tasks.permission_display import operation as describe_operation
 
 logger = logging.getLogger(__name__)
@@ -387,6 +387,9 @@ def _display(request: PermissionRequest, t: Translator) -> dict[str, str]:
     if tool in FILE_TOOLS:
         return {"title": t(m.TITLE_FILE_CHANGE), "purpose": t(m.PURPOSE_FILE),
                 "target": explicit or t(m.TARGET_WORKSPACE_FILE), "effect": "file_change"}
+    if is_mcp_tool(tool) and request.is_read_only is not True:  # a tool of an MCP server: outside iac-code
+        return {"title": t(m.TITLE_RUN_TOOL, tool=tool), "purpose": t(m.PURPOSE_OTHER),
+                "target": explicit or t(m.TARGET_WORKSPACE_OR_ACCOUNT), "effect": "external_tool"}
     if tool in READ_TOOLS or request.is_read_only:
         return {"title": t(m.TITLE_READ_TOOL, tool=tool), "purpose": t(m.PURPOSE_READ),
                 "target": explicit or t(m.TARGET_WORKSPACE), "effect": "read"}

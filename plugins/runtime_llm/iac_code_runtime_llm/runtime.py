@@ -38,6 +38,7 @@ from iac_code.api import (
     ToolCall,
     ToolContext,
     ToolFailed,
+    ToolOffer,
     ToolInputDelta,
     ToolStarted,
     Translator,
@@ -45,6 +46,7 @@ from iac_code.api import (
     TurnRequest,
     Usage,
     Written,
+    offered_tools,
     run_tool,
     translator,
 )
@@ -239,11 +241,18 @@ class LlmRuntime:
             return chosen.strip()
         return self.configured_key()
 
-    def _tool_definitions(self, context: ToolContext) -> list[dict[str, Any]]:
+    def _tool_objects(self) -> dict[str, Any]:
+        return {name: tool for name, (spec, tool) in self._tools.items()}
+
+    def _tool_definitions(self, context: ToolContext,
+                          offers: Mapping[str, ToolOffer] | None = None) -> list[dict[str, Any]]:
+        table = [(name, spec.description, spec.parameters) for name, (spec, tool) in self._tools.items()
+                 if pauses.offered(tool, context)]
+        table += [(name, o.description, o.parameters) for name, o in (offers or {}).items()]
         return [{"type": "function", "function": {
-            "name": name, "description": spec.description or name,
-            "parameters": dict(spec.parameters or {"type": "object", "properties": {}})}}
-            for name, (spec, tool) in sorted(self._tools.items()) if pauses.offered(tool, context)]
+            "name": name, "description": description or name,
+            "parameters": dict(parameters or {"type": "object", "properties": {}})}}
+            for name, description, parameters in sorted(table, key=lambda item: item[0])]
 
     def _thinking(self, turn: TurnRequest) -> dict[str, Any]:
         raw = turn.metadata.get("thinking")
@@ -337,27 +346,35 @@ class LlmRuntime:
                          model=str(frame.get("model") or ""))
         context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata, task_id=turn.task_id,
                               context_id=turn.context_id)
+        offers: dict[str, ToolOffer] = {}  # a tool source's tools (MCP): the resumed call may be one
+        async for event in offered_tools(self._tool_objects(), context, offers):
+            yield event
         for n, call in enumerate(calls):
-            async for event in self._run_call(call, context, messages, calls[n:], counts, resumed=n == 0):
+            async for event in self._run_call(call, context, messages, calls[n:], counts, resumed=n == 0,
+                                              offers=offers):
                 yield event
         conversation.save(turn.session, messages, self.settings.context_tokens)
         key = self._key(turn)
         if not key:
             yield TurnFailed(translator(turn.language)(m.AUTH_REQUIRED))
             return
-        async for event in self._rounds(turn, key, messages, counts):
+        async for event in self._rounds(turn, key, messages, counts, offers):
             yield event
 
     async def _rounds(self, turn: TurnRequest, key: str, messages: list[dict[str, Any]],
-                      counts: _Counts) -> AsyncIterator[RuntimeEvent]:
+                      counts: _Counts, offers: dict[str, ToolOffer] | None = None) -> AsyncIterator[RuntimeEvent]:
         """Model rounds (and their tool calls) until one makes no call, or ``llm-max-tool-rounds`` in all."""
         t = translator(turn.language)
         endpoint = Endpoint(self.settings.base_url, key, self.settings.timeout)
         system = {"role": "system", "content": conversation.SYSTEM_PROMPT.format(language=turn.language)}
         context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata, task_id=turn.task_id,
                               context_id=turn.context_id)
+        if offers is None:  # the turn's tools of tool sources (MCP servers), and what they publish first
+            offers = {}
+            async for event in offered_tools(self._tool_objects(), context, offers):
+                yield event
         base: dict[str, Any] = {"model": self._model(turn), "stream": True, "stream_options": {"include_usage": True},
-                                "tools": self._tool_definitions(context), **self._thinking(turn)}
+                                "tools": self._tool_definitions(context, offers), **self._thinking(turn)}
         totals = counts.totals
         async with aiohttp.ClientSession() as session:
             while counts.rounds < self.settings.max_tool_rounds:
@@ -389,7 +406,7 @@ class LlmRuntime:
                                            for c in calls]
                 messages.append(assistant)
                 for n, call in enumerate(calls):
-                    async for event in self._run_call(call, context, messages, calls[n:], counts):
+                    async for event in self._run_call(call, context, messages, calls[n:], counts, offers=offers):
                         yield event
                     if call.question is not None:  # ask_user_question: the turn ends on it
                         later = [c.call_id for c in calls[n + 1:]]
@@ -432,10 +449,14 @@ class LlmRuntime:
                 await asyncio.sleep(delay)
 
     async def _run_call(self, call: _Call, context: ToolContext, messages: list[dict[str, Any]],
-                        pending: list[_Call], counts: _Counts, *, resumed: bool = False) -> AsyncIterator[RuntimeEvent]:
+                        pending: list[_Call], counts: _Counts, *, resumed: bool = False,
+                        offers: Mapping[str, ToolOffer] | None = None) -> AsyncIterator[RuntimeEvent]:
         """Run one call of the round (``pending``: it and the round's calls after it, for its continuation frame);
-        ``resumed``: it paused for its permission before and goes on from there."""
+        ``resumed``: it paused for its permission before and goes on from there; ``offers``: the turn's tools
+        of tool sources (MCP)."""
         entry = self._tools.get(call.name)
+        if entry is None and offers and call.name in offers:
+            entry = (None, offers[call.name].tool)
         try:
             arguments = json.loads(call.arguments or "{}")
         except ValueError:

@@ -40,11 +40,13 @@ from iac_code.api import (
     Tool,
     ToolCall,
     ToolContext,
+    ToolOffer,
     ToolOutcome,
     Translator,
     TurnRequest,
     Usage,
     hookimpl,
+    offered_tools,
     run_tool,
     safe_mode,
     translator,
@@ -137,6 +139,11 @@ class OfflineRuntime:
         session = Session(turn, self._tools)
         handlers = {"iac_generation": session.generate, "iac_review": session.review,
                     "terraform_ros_conversion": session.convert, "aliyun_ros_operations": session.operate}
+        mcp = mcp_request(turn.prompt)
+        if mcp is not None:  # "use the <server> MCP server to <tool> ...": a call of that server's tool
+            async for event in self._counted(turn, session.call_mcp(*mcp), 0):
+                yield event
+            return
         skill = choose_skill(turn)
         async for event in self._counted(turn, handlers[skill]() if skill is not None else session.help(), 0):
             yield event
@@ -195,7 +202,8 @@ class Session:
         self.turn = turn
         self.tools = offered_tools(tools)
         self.t: Translator = translator(turn.language)
-        self.context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata)
+        self.context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata,
+                                   task_id=turn.task_id, context_id=turn.context_id)
         self._calls = 0
 
     def _call(self, name: str, tool_input: dict[str, Any]) -> ToolCall:
@@ -220,13 +228,19 @@ class Session:
                      frame: Mapping[str, Any]) -> AsyncIterator[RuntimeEvent]:
         """The resumed call from its permission on, then its step's rest."""
         tool = self.tools.get(name)
+        if tool is None and name.startswith("mcp__"):  # an MCP tool: its server is started (again) first
+            offers: dict[str, ToolOffer] = {}
+            async for event in offered_tools(self.tools, self.context, offers):
+                yield event
+            tool = offers[name].tool if name in offers else None
         if tool is None or not call_id:
             return
         call = ToolCall(call_id, name, tool_input)
         async for event in run_tool(tool, call, self.context, resumed=True):
             yield event
         step = frame.get("step")
-        rest = self._saved(call, str(frame.get("file", ""))) if step == "save" else \
+        rest = self._mcp_said(call) if step == "mcp" else \
+            self._saved(call, str(frame.get("file", ""))) if step == "save" else \
             self._operated(call, str(frame.get("action", ""))) if step == "operate" else None
         if rest is not None:
             async for event in rest:
@@ -347,6 +361,34 @@ class Session:
             if isinstance(result.get("StackId"), str):
                 self.turn.session["stack_id"] = result["StackId"]
 
+    async def call_mcp(self, server: str, request: str) -> AsyncIterator[RuntimeEvent]:
+        """Call the MCP tool of ``server`` that ``request`` names (see :func:`mcp_request`) and show its result."""
+        offers: dict[str, ToolOffer] = {}
+        async for event in offered_tools(self.tools, self.context, offers):
+            yield event
+        chosen = pick_mcp_tool(offers, server, request)
+        if chosen is None:
+            names = ", ".join(sorted(n for n in offers if _server_part(n) == _sanitise(server))) or "none"
+            yield self._say(f"No tool of the MCP server '{server}' matches the request (its tools: {names}).")
+            return
+        call = self._call("mcp", mcp_arguments(request))
+        call = ToolCall(call.tool_use_id.replace("-mcp-", f"-{chosen}-", 1), chosen, call.input)
+        frame = {"runtime": "offline", "version": 1, "step": "mcp",
+                 "call": {"id": call.tool_use_id, "name": call.name, "input": dict(call.input)}}
+        async for event in run_tool(offers[chosen].tool, call, self.context, continuation=frame):
+            yield event
+        async for event in self._mcp_said(call):
+            yield event
+
+    async def _mcp_said(self, call: ToolCall) -> AsyncIterator[RuntimeEvent]:
+        outcome = call.outcome
+        if outcome is None or outcome.error is not None:
+            yield self._say(f"The MCP tool {call.name} failed: {outcome.error if outcome else 'no result'}")
+            return
+        yield self._say(f"The MCP tool {call.name} answered:")
+        text = str(outcome.result.get("content", ""))
+        yield TextDelta(text[:4000] + ("\n[...]" if len(text) > 4000 else "") + "\n")
+
     # ------------------------------------------------------------------ helpers
 
     def _remember(self, text: str, file_name: str, fmt: str) -> None:
@@ -418,6 +460,77 @@ class Session:
         if re.search(r"\b(create|deploy)\b|创建|部署", lower):
             return "CreateStack", {"RegionId": region, "StackName": name, "TemplateBody": body}
         return None, {}
+
+
+_MCP_REQUEST = re.compile(r"\buse\s+(?:the\s+)?[\"'`]?([A-Za-z0-9_.-]+)[\"'`]?\s+mcp\s+server\s+to\s+(.+)",
+                          re.I | re.S)
+_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+_PAIR = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)")
+
+
+def _sanitise(name: str) -> str:
+    return re.sub(r"_{2,}", "_", re.sub(r"[^A-Za-z0-9_-]+", "_", name)).strip("_").lower()
+
+
+def _server_part(public: str) -> str:
+    parts = public.split("__")
+    return parts[1].lower() if len(parts) >= 3 else ""
+
+
+def mcp_request(prompt: str) -> tuple[str, str] | None:
+    """``use the <server> MCP server to <request>`` (case-insensitive): the server and the request, else ``None``."""
+    match = _MCP_REQUEST.search(prompt)
+    return (match.group(1), match.group(2).strip()) if match else None
+
+
+def _words(text: str) -> set[str]:
+    words = set()
+    for word in re.findall(r"[A-Za-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower()):
+        words.add(word)
+        if len(word) > 3 and word.endswith("s"):
+            words.add(word[:-1])
+    return words
+
+
+def pick_mcp_tool(offers: Mapping[str, ToolOffer], server: str, request: str) -> str | None:
+    """The tool of ``server`` the request names: the one whose name's words all appear in the request before any
+    arguments (most words wins, then the shorter name, then alphabetical); a public name given as is wins."""
+    mine = sorted(n for n in offers if _server_part(n) == _sanitise(server))
+    for name in mine:
+        if name in request:
+            return name
+    head = _JSON_OBJECT.split(request, 1)[0]
+    head = _PAIR.sub(" ", head)
+    said = _words(head)
+    best: tuple[int, int, str] | None = None
+    for name in mine:
+        words = _words(name.split("__", 2)[2])
+        if words and words <= said:
+            score = (-len(words), len(name), name)
+            best = score if best is None or score < best else best
+    return best[2] if best is not None else None
+
+
+def mcp_arguments(request: str) -> dict[str, Any]:
+    """A call's arguments: the request's JSON object, else its ``key=value`` pairs (numbers and booleans parsed)."""
+    import json
+
+    found = _JSON_OBJECT.search(request)
+    if found:
+        try:
+            value = json.loads(found.group(0))
+            if isinstance(value, dict):
+                return value
+        except ValueError:
+            pass
+    arguments: dict[str, Any] = {}
+    for key, raw in _PAIR.findall(request):
+        text = raw[1:-1] if raw[:1] in "\"'" and len(raw) >= 2 else raw.rstrip(".,;")
+        try:
+            arguments[key] = json.loads(text) if raw[:1] not in "\"'" else text
+        except ValueError:
+            arguments[key] = text
+    return arguments
 
 
 @hookimpl

@@ -1,0 +1,1 @@
+"""MCP (Model Context Protocol) tool servers for the iac-code agent runtimes (see docs/mcp.md)."""
