@@ -44,7 +44,7 @@ def safe_mode(environ: Mapping[str, str] | None = None) -> bool:
     """Whether safe mode is on (``IAC_CODE_A2A_SAFE_MODE`` is ``1``, ``true``, ``yes`` or ``on``), read now.
 
     Runtimes and tools consult it per use: in safe mode only read-only tools are offered and MCP
-    servers are not loaded (a future MCP plugin's seam)."""
+    servers are not loaded (the MCP plugin asks it)."""
     value = (os.environ if environ is None else environ).get(SAFE_MODE_ENV, "")
     return value.strip().lower() in _TRUTHY
 

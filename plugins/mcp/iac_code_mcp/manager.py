@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_code.api import Progress, ToolCall, ToolContext, ToolOffer, run_tool
+from iac_code.api import Progress, ToolCall, ToolContext, ToolOffer, run_tool, safe_mode
 
 from iac_code_mcp.connection import Connection, ConnectionFailed
 from iac_code_mcp.definitions import PROJECT_FILE, USER_FILE, McpWarning, ServerDefinition, parse_servers, read_file
 from iac_code_mcp.names import public_name
 from iac_code_mcp.redaction import Redactor, definition_secrets, local_paths
-from iac_code_mcp.settings import safe_mode
 from iac_code_mcp.tool import McpTool
 
 logger = logging.getLogger(__name__)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-SAFE_MODE_ENV = "IAC_CODE_A2A_SAFE_MODE"
-_TRUE = {"1", "true", "yes", "on"}
 
 
 class McpConfig(BaseModel):
@@ -37,8 +33,3 @@ class McpConfig(BaseModel):
             raise ValueError("'mcp-project-servers': must be deny, ask or allow")
         return value
 
-
-def safe_mode(environ: Any = None) -> bool:
-    """``IAC_CODE_A2A_SAFE_MODE`` (1, true, yes, on): no MCP server is loaded."""
-    env = os.environ if environ is None else environ
-    return str(env.get(SAFE_MODE_ENV, "")).strip().lower() in _TRUE

@@ -188,7 +188,7 @@ SAFE_MODE_TOOLS = frozenset({
 })
 
 
-def offered_tools(tools: Mapping[str, Tool]) -> Mapping[str, Tool]:
+def safe_mode_tools(tools: Mapping[str, Tool]) -> Mapping[str, Tool]:
     """``tools``, or in safe mode only those of :data:`SAFE_MODE_TOOLS`."""
     if not safe_mode():
         return tools
@@ -200,7 +200,7 @@ class Session:
 
     def __init__(self, turn: TurnRequest, tools: Mapping[str, Tool]) -> None:
         self.turn = turn
-        self.tools = offered_tools(tools)
+        self.tools = safe_mode_tools(tools)
         self.t: Translator = translator(turn.language)
         self.context = ToolContext(cwd=turn.cwd, language=turn.language, metadata=turn.metadata,
                                    task_id=turn.task_id, context_id=turn.context_id)
