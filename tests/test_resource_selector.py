@@ -32,6 +32,7 @@ ENV = "IAC_CODE_A2A_RESOURCE_SELECTOR_ENABLED"
 URI = "urn:iac-code:resource-selector:v1"
 INPUT_ID = re.compile(r"resource-[0-9a-f]{32}")
 CAPABILITY = {"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": PROFILE_HASH}
+CREDENTIAL_ENV = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN")
 ASK = {"selector": "vpc_id", "question": "Which VPC should the ECS instance use?",
        "association_property_metadata": {"RegionId": "cn-hangzhou"}}
 
@@ -92,6 +93,8 @@ async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
     """An enabled selector, a server whose model asks once (then answers), and a client."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(ENV, "true")
+    for name in CREDENTIAL_ENV:  # no credentials: nothing is queried, values are pattern-checked
+        monkeypatch.delenv(name, raising=False)
     async with OpenAIStub([_select(), _done(), _done("second")]) as stub, \
             start_server(_settings(stub, tmp_path / "state")) as server, connect_client(server) as client:
         yield stub, server, client
@@ -115,7 +118,7 @@ async def test_the_model_asks_and_the_answer_comes_back(served: tuple[Any, Any, 
                      "selector": {"id": "vpc_id", "associationProperty": "ALIYUN::ECS::VPC::VPCId",
                                   "outputKind": "resource_id",
                                   "associationPropertyMetadata": {"RegionId": "cn-hangzhou"}, "source": None,
-                                  "profileHash": PROFILE_HASH}}
+                                  "profileHash": PROFILE_HASH, "valueCheck": "pattern"}}
     assert _text(final) == ASK["question"]
     assert "select_cloud_resource" in {t["function"]["name"] for t in stub.requests[0].body["tools"]}
     record_path = tmp_path / "state" / "resource-selections" / f"{asked['inputId']}.json"

@@ -81,6 +81,7 @@ class TurnGate(Protocol):
     # Optional: ``admit_message(owner, context_id, task_id, metadata) -> str | None``. Like :meth:`admit`, with
     # the message's ``metadata.iac_code``: a feature whose answers come in it (the resource selector's
     # ``inputResponse``) refuses a bad one (``-32602`` with that text) before any turn or task change.
+    # It may be ``async`` (awaited before the turn starts), e.g. to check the answer against a remote service.
 
     async def safe_point(self, point: TurnPoint) -> None:
         """Awaited at each safe point of a turn; the turn goes on when it returns. Holding it is the pause;
