@@ -88,13 +88,19 @@ def _answer(asked: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return {key: value for key, value in response.items() if value is not None}
 
 
+@pytest.fixture(autouse=True)
+def _no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Alibaba Cloud credentials: nothing is queried, values are pattern-checked (the cloud queries are
+    tests/test_resource_selector_cloud.py's)."""
+    for name in CREDENTIAL_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Any, Any, Any]]:
     """An enabled selector, a server whose model asks once (then answers), and a client."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(ENV, "true")
-    for name in CREDENTIAL_ENV:  # no credentials: nothing is queried, values are pattern-checked
-        monkeypatch.delenv(name, raising=False)
     async with OpenAIStub([_select(), _done(), _done("second")]) as stub, \
             start_server(_settings(stub, tmp_path / "state")) as server, connect_client(server) as client:
         yield stub, server, client
