@@ -30,13 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from alibabacloud_ecs20140526 import models as ecs_models
-from alibabacloud_ecs20140526.client import Client as EcsClient
-from alibabacloud_tea_openapi.utils_models import Config
-from alibabacloud_vpc20160428 import models as vpc_models
-from alibabacloud_vpc20160428.client import Client as VpcClient
-
 from iac_code_resource_selector.settings import QuerySettings
+
+# The SDKs are imported where a query runs, not with the plugin: the ECS SDK alone takes seconds to import, and
+# every server and CLI start loads the plugin.
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +137,10 @@ def _paged(fetch: Callable[[int], dict[str, Any]], outer: str, inner: str, optio
     return options[:limit], False
 
 
-def _vpcs(client: VpcClient, region: str, meta: Mapping[str, str], value: str | None,
+def _vpcs(client: Any, region: str, meta: Mapping[str, str], value: str | None,
           limit: int) -> tuple[list[Option], bool]:
+    from alibabacloud_vpc20160428 import models as vpc_models
+
     def fetch(page: int) -> dict[str, Any]:
         return _body(client.describe_vpcs(vpc_models.DescribeVpcsRequest(
             region_id=region, vpc_id=value, page_number=page, page_size=PAGE_SIZE)))
@@ -150,8 +149,10 @@ def _vpcs(client: VpcClient, region: str, meta: Mapping[str, str], value: str | 
         i.get("VpcName") or i.get("VpcId"), i.get("CidrBlock"))), limit)
 
 
-def _vswitches(client: VpcClient, region: str, meta: Mapping[str, str], value: str | None,
+def _vswitches(client: Any, region: str, meta: Mapping[str, str], value: str | None,
                limit: int) -> tuple[list[Option], bool]:
+    from alibabacloud_vpc20160428 import models as vpc_models
+
     def fetch(page: int) -> dict[str, Any]:
         return _body(client.describe_vswitches(vpc_models.DescribeVSwitchesRequest(
             region_id=region, vpc_id=meta.get("VpcId"), zone_id=meta.get("ZoneId"), v_switch_id=value,
@@ -161,8 +162,10 @@ def _vswitches(client: VpcClient, region: str, meta: Mapping[str, str], value: s
         i.get("VSwitchName") or i.get("VSwitchId"), i.get("CidrBlock"), i.get("ZoneId"))), limit)
 
 
-def _security_groups(client: EcsClient, region: str, meta: Mapping[str, str], value: str | None,
+def _security_groups(client: Any, region: str, meta: Mapping[str, str], value: str | None,
                      limit: int) -> tuple[list[Option], bool]:
+    from alibabacloud_ecs20140526 import models as ecs_models
+
     options: list[Option] = []
     token: str | None = None
     for _ in range(MAX_PAGES):
@@ -178,8 +181,10 @@ def _security_groups(client: EcsClient, region: str, meta: Mapping[str, str], va
     return options[:limit], False
 
 
-def _instance_types(client: EcsClient, region: str, meta: Mapping[str, str], value: str | None,
+def _instance_types(client: Any, region: str, meta: Mapping[str, str], value: str | None,
                     limit: int) -> tuple[list[Option], bool]:
+    from alibabacloud_ecs20140526 import models as ecs_models
+
     body = _body(client.describe_available_resource(ecs_models.DescribeAvailableResourceRequest(
         region_id=region, destination_resource="InstanceType", zone_id=meta.get("ZoneId"), instance_type=value,
         instance_charge_type=meta.get("InstanceChargeType") or "PostPaid")))
@@ -215,6 +220,15 @@ def _error(call: _Call, exc: BaseException) -> QueryError:
     return QueryError(f"the {call.product} endpoint could not be reached")
 
 
+def _load_sdks() -> None:
+    """Import the SDK modules the queries use (cached by Python after the first time)."""
+    import alibabacloud_ecs20140526.client  # noqa: F401
+    import alibabacloud_ecs20140526.models  # noqa: F401
+    import alibabacloud_tea_openapi.utils_models  # noqa: F401
+    import alibabacloud_vpc20160428.client  # noqa: F401
+    import alibabacloud_vpc20160428.models  # noqa: F401
+
+
 class CloudQuery:
     """The selector's queries with one set of credentials (see the module docstring)."""
 
@@ -222,6 +236,7 @@ class CloudQuery:
         if settings.credentials is None:
             raise ValueError("CloudQuery needs credentials")
         self.settings = settings
+        _load_sdks()  # once, when the server starts with credentials: not inside a query's timeout
 
     @classmethod
     def from_settings(cls, settings: QuerySettings) -> CloudQuery | None:
@@ -252,6 +267,12 @@ class CloudQuery:
         return found
 
     def _client(self, product: str, region: str) -> Any:
+        from alibabacloud_tea_openapi.utils_models import Config
+
+        if product == "VPC":
+            from alibabacloud_vpc20160428.client import Client
+        else:
+            from alibabacloud_ecs20140526.client import Client
         credentials = self.settings.credentials
         assert credentials is not None
         endpoint = self.settings.vpc_endpoint if product == "VPC" else self.settings.ecs_endpoint
@@ -260,7 +281,7 @@ class CloudQuery:
         config = Config(access_key_id=credentials.access_key_id, access_key_secret=credentials.access_key_secret,
                         security_token=credentials.security_token or None, region_id=region, endpoint=host,
                         protocol=protocol, connect_timeout=timeout_ms, read_timeout=timeout_ms)
-        return (VpcClient if product == "VPC" else EcsClient)(config)
+        return Client(config)
 
     async def _run(self, selector_id: str, metadata: Mapping[str, Any], value: str | None,
                    limit: int) -> tuple[list[Option], bool]:
