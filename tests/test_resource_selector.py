@@ -32,6 +32,7 @@ ENV = "IAC_CODE_A2A_RESOURCE_SELECTOR_ENABLED"
 URI = "urn:iac-code:resource-selector:v1"
 INPUT_ID = re.compile(r"resource-[0-9a-f]{32}")
 CAPABILITY = {"schemaVersion": 1, "queryMode": "ros_api_json", "profileHash": PROFILE_HASH}
+CREDENTIAL_ENV = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN")
 ASK = {"selector": "vpc_id", "question": "Which VPC should the ECS instance use?",
        "association_property_metadata": {"RegionId": "cn-hangzhou"}}
 
@@ -87,6 +88,14 @@ def _answer(asked: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return {key: value for key, value in response.items() if value is not None}
 
 
+@pytest.fixture(autouse=True)
+def _no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Alibaba Cloud credentials: nothing is queried, values are pattern-checked (the cloud queries are
+    tests/test_resource_selector_cloud.py's)."""
+    for name in CREDENTIAL_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Any, Any, Any]]:
     """An enabled selector, a server whose model asks once (then answers), and a client."""
@@ -115,7 +124,7 @@ async def test_the_model_asks_and_the_answer_comes_back(served: tuple[Any, Any, 
                      "selector": {"id": "vpc_id", "associationProperty": "ALIYUN::ECS::VPC::VPCId",
                                   "outputKind": "resource_id",
                                   "associationPropertyMetadata": {"RegionId": "cn-hangzhou"}, "source": None,
-                                  "profileHash": PROFILE_HASH}}
+                                  "profileHash": PROFILE_HASH, "valueCheck": "pattern"}}
     assert _text(final) == ASK["question"]
     assert "select_cloud_resource" in {t["function"]["name"] for t in stub.requests[0].body["tools"]}
     record_path = tmp_path / "state" / "resource-selections" / f"{asked['inputId']}.json"

@@ -443,6 +443,10 @@ PLUGIN_KEYS: dict[str, tuple[str, str]] = {
                     ("pipeline-selling", "a2a")),
     **dict.fromkeys(("price_source", "pricing_file", "bss_endpoint", "bss_region", "bss_access_key_id",
                      "bss_access_key_secret", "pipeline_selling_review_step"), ("pipeline-selling", "a2a")),
+    **dict.fromkeys(("resource_selector_region", "resource_selector_ecs_endpoint", "resource_selector_vpc_endpoint",
+                     "resource_selector_access_key_id", "resource_selector_access_key_secret",
+                     "resource_selector_security_token", "resource_selector_query_timeout_seconds"),
+                    ("resource-selector", "a2a")),
 }
 
 

@@ -81,6 +81,7 @@ class TurnGate(Protocol):
     # Optional: ``admit_message(owner, context_id, task_id, metadata) -> str | None``. Like :meth:`admit`, with
     # the message's ``metadata.iac_code``: a feature whose answers come in it (the resource selector's
     # ``inputResponse``) refuses a bad one (``-32602`` with that text) before any turn or task change.
+    # It may be ``async`` (awaited before the turn starts), e.g. to check the answer against a remote service.
 
     # Optional: ``busy() -> bool``. Whether the gate holds work the server must not walk away from although
     # no turn may be running (execution control pausing, paused, resuming or terminating): the HTTP

@@ -7,6 +7,7 @@ and skipped (a broken gate never fails a turn). Without any gate it is falsy and
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,15 +38,20 @@ class TurnGates:
                 return refusal
         return None
 
-    def admit_message(self, owner: str, context_id: str, task_id: str, metadata: Mapping[str, Any]) -> str | None:
-        """The first refusal of a gate's optional ``admit_message`` (it reads the message's ``metadata.iac_code``),
-        or ``None``."""
+    async def admit_message(self, owner: str, context_id: str, task_id: str,
+                            metadata: Mapping[str, Any]) -> str | None:
+        """The first refusal of a gate's optional ``admit_message`` (it reads the message's ``metadata.iac_code``;
+        it may be a coroutine, e.g. to check an answer against a remote service), or ``None``."""
         for gate in self._gates:
             check = getattr(gate, "admit_message", None)
             if check is None:
                 continue
             try:
                 refusal = check(owner, context_id, task_id, metadata)
+                if inspect.isawaitable(refusal):
+                    refusal = await refusal
+            except asyncio.CancelledError:
+                raise
             except Exception:
                 logger.exception("Turn gate %s failed in admit_message", type(gate).__name__)
                 continue

@@ -310,8 +310,8 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
         if self._gates:
             refusal = self._gates.admit(resolve_user_scope(context), request.context_id or "", request.task_id or "")
             if not refusal and isinstance(turn_input, TurnInput):
-                refusal = self._gates.admit_message(resolve_user_scope(context), request.context_id or "",
-                                                    params.message.task_id or "", turn_input.metadata)
+                refusal = await self._gates.admit_message(resolve_user_scope(context), request.context_id or "",
+                                                          params.message.task_id or "", turn_input.metadata)
             if refusal:
                 raise InvalidParamsError(message=refusal)
         if self._contexts is not None and isinstance(turn_input, TurnInput) and turn_input.error is None:

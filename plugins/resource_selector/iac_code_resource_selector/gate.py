@@ -1,6 +1,10 @@
 """The answer check before a turn starts: a message carrying a resource-selection ``inputResponse`` that cannot be
 taken is refused with ``-32602 resource_selection_resume_invalid: <reason>``, and nothing changes (a turn gate's
-``admit_message``; the gate holds no turn)."""
+``admit_message``; the gate holds no turn).
+
+With cloud queries configured (credentials), a first answer's value must also be one the cloud has for the
+question's selector and ``associationPropertyMetadata`` (:meth:`~iac_code_resource_selector.cloud.CloudQuery.find`);
+else only the selector's pattern is checked. A replay of a taken answer is not queried again."""
 
 from __future__ import annotations
 
@@ -9,26 +13,39 @@ from typing import Any
 
 from iac_code.api import TurnPoint
 from iac_code_resource_selector import answers
+from iac_code_resource_selector.cloud import CloudQuery, QueryError
 from iac_code_resource_selector.store import SelectionStore
+
+UNCHECKED = "selector value cannot be checked now"
 
 
 class AnswerGate:
     """Refuses bad answers to a selection (see the module docstring); every other turn goes on untouched."""
 
-    def __init__(self, store: SelectionStore) -> None:
+    def __init__(self, store: SelectionStore, query: CloudQuery | None = None) -> None:
         self.store = store
+        self.query = query
 
     def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
         return None
 
-    def admit_message(self, owner: str, context_id: str, task_id: str, metadata: Mapping[str, Any]) -> str | None:
+    async def admit_message(self, owner: str, context_id: str, task_id: str,
+                            metadata: Mapping[str, Any]) -> str | None:
         if not answers.is_selection(metadata):
             return None
         try:
-            answers.check(self.store, task_id, context_id, metadata.get("inputResponse"))
+            answer, record = answers.check(self.store, task_id, context_id, metadata.get("inputResponse"))
         except answers.Invalid as exc:
             return answers.PREFIX + str(exc)
-        return None
+        if self.query is None or answer["status"] != "selected" or record["state"] != "pending":
+            return None
+        selector = record["selector"]
+        try:
+            found = await self.query.find(str(selector["id"]), selector.get("associationPropertyMetadata") or {},
+                                          answer["value"])
+        except QueryError as exc:
+            return f"{answers.PREFIX}{UNCHECKED} ({exc})"
+        return None if found is not None else answers.PREFIX + "selector value is invalid"
 
     async def safe_point(self, point: TurnPoint) -> None:
         return None

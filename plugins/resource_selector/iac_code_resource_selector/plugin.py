@@ -1,19 +1,49 @@
 """The resource selector's hooks: its card extension (only when ``IAC_CODE_A2A_RESOURCE_SELECTOR_ENABLED`` is on),
-the ``select_cloud_resource`` tool (offered per turn when the request declares the capability) and the gate that
-checks answers before their turn starts. See docs/resource-selector.md."""
+the ``select_cloud_resource`` tool (offered per turn when the request declares the capability), the gate that
+checks answers before their turn starts, and the keys of its cloud queries (:class:`SelectorConfig`). See
+docs/resource-selector.md."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from iac_code.api import CardExtension, InterfaceInfo, PluginContext, ToolSpec, TurnGateSpec, hookimpl
-from iac_code_resource_selector import capability
+from iac_code_resource_selector import capability, settings
+from iac_code_resource_selector.cloud import CloudQuery
 from iac_code_resource_selector.gate import AnswerGate
+from iac_code_resource_selector.settings import QuerySettings, SelectorConfig
 from iac_code_resource_selector.store import SelectionStore
 from iac_code_resource_selector.tool import NAME, SCHEMA, SelectCloudResource
 
 IAC_CODE_API_VERSION = "1.0"
 EXTENSION_URI = capability.EXTENSION_URI
+
+
+def cloud_query(kernel: PluginContext) -> CloudQuery | None:
+    """The server's cloud queries (``None`` without credentials: nothing is listed, values are pattern-checked)."""
+    return CloudQuery.from_settings(QuerySettings.from_config(kernel.config))
+
+
+def create_tool(kernel: PluginContext) -> SelectCloudResource:
+    """The server's ``select_cloud_resource`` tool."""
+    return SelectCloudResource(SelectionStore(kernel.state_dir), query=cloud_query(kernel))
+
+
+def create_gate(kernel: PluginContext) -> AnswerGate:
+    """The server's answer gate."""
+    return AnswerGate(SelectionStore(kernel.state_dir), cloud_query(kernel))
+
+
+@hookimpl
+def iac_code_config_model() -> type[BaseModel]:
+    return SelectorConfig
+
+
+@hookimpl
+def iac_code_check_config(config: Any) -> list[str]:
+    return settings.check(config)
 
 
 @hookimpl
@@ -27,7 +57,7 @@ def iac_code_card_extensions(config: Any, interfaces: list[InterfaceInfo]) -> li
 
 @hookimpl
 def iac_code_tools() -> list[ToolSpec]:
-    return [ToolSpec(name=NAME, create=lambda kernel: SelectCloudResource(SelectionStore(kernel.state_dir)),
+    return [ToolSpec(name=NAME, create=create_tool,
                      description="Ask the user to pick an existing cloud resource (a VPC, vSwitch, security group "
                                  "or ECS instance type) for a template parameter; the turn waits for the choice, "
                                  "which comes back as this tool's result.",
@@ -36,5 +66,5 @@ def iac_code_tools() -> list[ToolSpec]:
 
 @hookimpl
 def iac_code_turn_gates() -> list[TurnGateSpec]:
-    return [TurnGateSpec(name="resource-selector", create=lambda kernel: AnswerGate(SelectionStore(kernel.state_dir)),
+    return [TurnGateSpec(name="resource-selector", create=create_gate,
                          description="refuses a resource-selection answer that cannot be taken (-32602)")]

@@ -5,6 +5,12 @@ The call writes its checkpoint (``pending``) and hands the runtime an :class:`~i
 by :class:`~iac_code_resource_selector.gate.AnswerGate`) comes back through :meth:`SelectCloudResource.resume`:
 ``claimed``, the ``inputReceived`` acknowledgement, the call's result, ``resolved``. The same answer again is a
 replay (acknowledged, nothing runs).
+
+With cloud queries configured (:mod:`~iac_code_resource_selector.cloud`), the call first lists what the user may
+pick: the question's ``selector`` then carries ``options`` (at most 100 ``{"value", "label"}``), ``optionsComplete``
+and ``valueCheck: "cloud"``; when there is nothing to pick the call does not ask and the model gets
+``{"status": "canceled", "selectorId", "optionsEmpty": true}`` at once; a failed query is the call's error. Without
+credentials nothing is listed and ``valueCheck`` is ``"pattern"``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from iac_code.api import (
     TurnFailed,
 )
 from iac_code_resource_selector import answers, capability
+from iac_code_resource_selector.cloud import CloudQuery, QueryError
 from iac_code_resource_selector.profiles import BY_ID, PROFILE_HASH, PROFILES
 from iac_code_resource_selector.store import SelectionStore
 
@@ -57,9 +64,11 @@ class SelectCloudResource:
 
     name = NAME
 
-    def __init__(self, store: SelectionStore, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, store: SelectionStore, environ: Mapping[str, str] | None = None,
+                 query: CloudQuery | None = None) -> None:
         self.store = store
         self._env = environ
+        self.query = query
 
     def offered(self, context: ToolContext) -> bool:
         reason = capability.not_offered(context.metadata, self._env)
@@ -88,7 +97,16 @@ class SelectCloudResource:
         input_id = f"resource-{uuid.uuid4().hex}"
         selector = {"id": profile.id, "associationProperty": profile.association_property,
                     "outputKind": profile.output_kind, "associationPropertyMetadata": dict(extra), "source": None,
-                    "profileHash": PROFILE_HASH}
+                    "profileHash": PROFILE_HASH, "valueCheck": "pattern"}
+        if self.query is not None:
+            try:
+                listing = await self.query.options(profile.id, selector["associationPropertyMetadata"])
+            except QueryError as exc:
+                return ToolOutcome(error=f"could not list the choices for {profile.id}: {exc}")
+            if not listing.options:  # nothing to pick: the user is not asked
+                return ToolOutcome(result={"status": "canceled", "selectorId": profile.id, "optionsEmpty": True})
+            selector.update(valueCheck="cloud", options=[o.to_json() for o in listing.options],
+                            optionsComplete=listing.complete)
         envelope = {"schemaVersion": 1, "kind": answers.KIND, "requestTaskId": context.task_id,
                     "contextId": context.context_id, "inputId": input_id, "toolUseId": tool_use_id,
                     "prompt": question.strip(), "required": True, "selector": selector}
