@@ -463,6 +463,7 @@ class RosDeploy:
                 break
             if info.status == "DELETE_FAILED":
                 failure = (info.status, info.status_reason)
+                record.update(status=info.status, statusReason=info.status_reason)
             elif not info.status.startswith("DELETE_"):  # untouched by ROS: DeleteStack (again)
                 sent += 1
                 try:
