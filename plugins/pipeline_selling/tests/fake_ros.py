@@ -67,6 +67,7 @@ class FakeRos:
     key_ids: set[str] = field(default_factory=set)
     hold: bool = False
     gate_create: asyncio.Event | None = None
+    gate_create_after: int = 0  # ``gate_create`` holds only the answers of creations after this many
     create_received: asyncio.Event = field(default_factory=asyncio.Event)
     polled: asyncio.Event = field(default_factory=asyncio.Event)
     continue_final_status: str = "CREATE_COMPLETE"
@@ -168,7 +169,7 @@ class FakeRos:
             if token:
                 self.tokens[token] = stack_id
             self.created += 1
-        if self.gate_create is not None:
+        if self.gate_create is not None and self.created > self.gate_create_after:
             await self.gate_create.wait()  # the stack exists; the answer waits (a test kills its caller meanwhile)
         return web.json_response({"RequestId": self._request_id(), "StackId": stack_id})
 

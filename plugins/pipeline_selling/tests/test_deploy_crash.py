@@ -7,7 +7,9 @@ ROS answers with the same stack), and while the stack is being polled (the resum
 for a ``cleanupOnly`` continuation's DeleteStack. And while the deploy's (or the cleanup's) permission question waits:
 a durable permission wait (since-0.13 §4), so after the restart the task is still INPUT_REQUIRED with the same
 question, its answer resumes exactly that call (allow: CreateStack / DeleteStack once; deny: declined as without the
-crash) and the same answer again is only acknowledged (``duplicate: true``), nothing run twice."""
+crash) and the same answer again is only acknowledged (``duplicate: true``), nothing run twice. And the deploy's
+further attempts (``continue_create``, ``delete_and_create``): cut while ROS holds an answer, or while the attempt's
+question waits."""
 
 from __future__ import annotations
 
@@ -465,7 +467,8 @@ async def test_kill_9_while_the_cleanup_question_waits_then_its_answer_resumes_t
 
 # ----------------------------------------------------------------------------- further attempts (since-0.13 §6)
 
-ATTEMPT_CUTS = ["ContinueCreateStack unanswered", "DeleteStack unanswered (delete_and_create)"]
+ATTEMPT_CUTS = ["ContinueCreateStack unanswered", "DeleteStack unanswered (delete_and_create)",
+                "CreateStack unanswered (delete_and_create)"]
 
 
 @pytest.mark.parametrize("cut", ATTEMPT_CUTS)
@@ -484,8 +487,15 @@ async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str
     continuing = cut.startswith("ContinueCreateStack")
     if continuing:
         fake_ros.final_status, fake_ros.gate_continue = "CREATE_FAILED", asyncio.Event()
-    else:
+    elif cut.startswith("DeleteStack"):
         fake_ros.final_status, fake_ros.gate_delete = "CREATE_ROLLBACK_COMPLETE", asyncio.Event()
+    else:  # the second CreateStack's answer held: the first stack is deleted, the new one created
+        fake_ros.final_status, fake_ros.gate_create, fake_ros.gate_create_after = (
+            "CREATE_ROLLBACK_COMPLETE", asyncio.Event(), 1)
+    cut_at: dict[str, Callable[[], bool]] = {
+        "ContinueCreateStack unanswered": fake_ros.continue_received.is_set,
+        "DeleteStack unanswered (delete_and_create)": fake_ros.delete_received.is_set,
+        "CreateStack unanswered (delete_and_create)": lambda: fake_ros.created == 2}
 
     async with server_process(config, workspace) as (proc, url):
         async with connect_client(url) as client:
@@ -496,8 +506,7 @@ async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str
             second: list[Event] = []
             running = asyncio.create_task(collect(client, text_request("candidate 1", 2, context_id, task_id),
                                                   second))
-            await until((fake_ros.continue_received if continuing else fake_ros.delete_received).is_set,
-                        "the further attempt's call")
+            await until(cut_at[cut], "the further attempt's call")
             proc.kill()  # SIGKILL: ROS heard the call, its answer never reached the server
             await proc.wait()
             running.cancel()
@@ -509,7 +518,9 @@ async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str
         "create", "continue_create" if continuing else "delete_and_create"]
 
     fake_ros.final_status = "CREATE_COMPLETE"
-    (fake_ros.gate_continue or fake_ros.gate_delete).set()
+    for gate in (fake_ros.gate_continue, fake_ros.gate_delete, fake_ros.gate_create):
+        if gate is not None:
+            gate.set()
     async with server_process(config, workspace) as (_, url):
         journaled = await journal_of(url, context_id)
         assert journaled[:len(streamed)] == streamed
@@ -532,7 +543,9 @@ async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str
         assert fake_ros.created == 1 and conclusion["stack_id"] == first_stack
     else:
         assert fake_ros.calls.count("DeleteStack") == 1 and fake_ros.deletions == 1
-        assert fake_ros.created == 2 and fake_ros.calls.count("CreateStack") == 2
+        assert fake_ros.created == 2  # the new stack once: sent again with its own ClientToken, the same answer
+        assert fake_ros.calls.count("CreateStack") == (2 if cut.startswith("DeleteStack") else 3)
+        assert len(fake_ros.tokens) == 2
         [alive] = fake_ros.alive()
         assert conclusion["stack_id"] == alive.stack_id != first_stack
 
