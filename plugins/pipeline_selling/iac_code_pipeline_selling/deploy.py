@@ -18,7 +18,16 @@ until the stack's final status (since-0.13 §2.1, §2.2, §2.5, §6).
    ``CREATE_COMPLETE`` completes the step with its ``deployment`` conclusion (``status: "success"``); any other
    final status, a ROS error or the wait running out fails it (``step_failed``, ``pipeline_failed``) with the
    sanitised reason. Every text that leaves here went through :func:`~.ros_client.sanitise`.
-4. **The current stack.** Once ROS has a stack for the run (whatever its final status), ``stack_current_changed``
+4. **The next attempt.** A stack that ends ``CREATE_FAILED`` (kept for ROS to go on) or rolled back
+   (``CREATE_ROLLBACK_COMPLETE``, ``ROLLBACK_COMPLETE``, ``*ROLLBACK_FAILED``), or one still ``CREATE_IN_PROGRESS``
+   when the wait runs out, does not end the step at once: the step asks again (a new ``ros_deploy`` question, at
+   most :data:`MAX_RETRIES` times a run) for the action that fits the stack (§6 ``operation.action``):
+   ``continue_create`` (ContinueCreateStack, then GetStack polling), ``delete_and_create`` (DeleteStack, GetStack
+   until it is gone, then CreateStack with a new ClientToken) or ``wait`` (GetStack polling only). An allow runs it
+   exactly once like a create: the phase (``continuing``, ``deleting``, ``creating``) is recorded before the call, and
+   a resume asks GetStack whether ROS heard it before sending it again. A deny calls nothing and fails the step
+   with the stack's failure.
+5. **The current stack.** Once ROS has a stack for the run (whatever its final status), ``stack_current_changed``
    (scope ``stack``, ``action: "create"``, ``current: true``) says it is the context's current stack, the one a
    ``cleanupOnly`` continuation removes (:mod:`.cleanup`).
 """
@@ -38,7 +47,15 @@ from typing import TYPE_CHECKING, Any
 
 from iac_code.api import PermissionRequest, permission_envelope
 from iac_code_pipeline_selling.deploy_config import DEFAULT_REGION, RosSettings
-from iac_code_pipeline_selling.ros_client import SUCCESS_STATUS, RosClient, RosError, StackInfo, sanitise
+from iac_code_pipeline_selling.ros_client import (
+    DELETED_STATUS,
+    NOT_FOUND,
+    SUCCESS_STATUS,
+    RosClient,
+    RosError,
+    StackInfo,
+    sanitise,
+)
 
 if TYPE_CHECKING:
     from iac_code_pipeline_selling.runner import PipelineRuntime, RunTurn
@@ -49,6 +66,20 @@ TOOL_NAME = "ros_deploy"
 FRAME_KIND = "pipeline_permission"  # the continuation frame of a pipeline's durable permission question
 CREATE_ATTEMPTS = 5  # CreateStack calls without an answer (network errors) before the deploy fails
 STACK_EXISTS = "StackExists"
+MAX_RETRIES = 3  # further attempts (continue_create, delete_and_create, wait) one run asks for at most
+CONTINUABLE = ("CREATE_FAILED",)  # ROS goes on creating such a stack (ContinueCreateStack)
+REPLACEABLE = ("CREATE_ROLLBACK_COMPLETE", "ROLLBACK_COMPLETE", "CREATE_ROLLBACK_FAILED", "ROLLBACK_FAILED")
+POLLING = {"product": "ROS", "action": "GetStack", "effect": "read", "repeat": "polling"}
+API_CALLS: dict[str, tuple[dict[str, str], ...]] = {  # since-0.13 §6: ros_deploy's actions and their ROS calls
+    "create": ({"product": "ROS", "action": "CreateStack", "effect": "change"}, POLLING),
+    "continue_create": ({"product": "ROS", "action": "ContinueCreateStack", "effect": "change"}, POLLING),
+    "wait": (POLLING,),
+    "delete_and_create": ({"product": "ROS", "action": "DeleteStack", "effect": "change"},
+                          {"product": "ROS", "action": "CreateStack", "effect": "change"}, POLLING),
+}
+SUMMARY_ACTIONS = {"create": "CreateStack", "continue_create": "ContinueCreateStack", "wait": "GetStack",
+                   "delete_and_create": "DeleteStack+CreateStack"}
+ACTING_PHASES = ("allowed", "continuing", "deleting", "replaced", "creating", "created")
 ADOPT_SLACK_SECONDS = 300  # a stack of our name created this long before our CreateStack is still ours (clock skew)
 
 TEXTS: dict[str, dict[str, str]] = {
@@ -98,10 +129,12 @@ class DeployPlan:
     conclusion: Mapping[str, Any] = field(default_factory=dict)
 
 
-def client_token(run_id: str, plan: DeployPlan) -> str:
-    """The ClientToken of a deploy: the same run, candidate, stack, region and template give the same token, so a
-    CreateStack sent again (a resume, a retry) is the same request to ROS (at most 64 ASCII characters)."""
-    seed = "\n".join((run_id, str(plan.candidate_index), plan.stack_name, plan.region_id, str(plan.template["sha256"])))
+def client_token(run_id: str, plan: DeployPlan, attempt: int = 0) -> str:
+    """The ClientToken of a deploy: the same run, candidate, stack, region and template (and attempt: a
+    ``delete_and_create`` creates anew) give the same token, so a CreateStack sent again (a resume, a retry) is the
+    same request to ROS (at most 64 ASCII characters)."""
+    parts = (run_id, str(plan.candidate_index), plan.stack_name, plan.region_id, str(plan.template["sha256"]))
+    seed = "\n".join(parts + ((str(attempt),) if attempt else ()))
     return "iac-code-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:48]
 
 
@@ -266,24 +299,30 @@ class RosDeploy:
             return
         declared = declared_parameters(body)  # ROS refuses values for parameters the template does not declare
         plan = dataclasses.replace(plan, parameters={k: v for k, v in plan.parameters.items() if k in declared})
-        if record is None or phase == "permission":  # only an allow recorded below lets the run past this
-            record = await self._ask(run, step_id, plan)
-            if record["phase"] == "denied":
-                await self._denied(run, step_id, plan, record)
+        while True:
+            if record is None or record.get("phase") == "permission":  # only an allow recorded below gets past this
+                record = await self._ask(run, step_id, plan)
+                if record["phase"] == "denied":
+                    await self._denied(run, step_id, plan, record)
+                    return
+                if record["phase"] == "failed":  # a further attempt denied: the stack's failure stands
+                    await self._failed(run, step_id, plan, record)
+                    return
+            if record.get("phase") not in ACTING_PHASES:
+                raise RuntimeError(f"deploy record in phase {record.get('phase')!r}")  # never call without an allow
+            client = self._client(record["regionId"])
+            if not await self._act(run, step_id, plan, record, client, body):
                 return
-        if record.get("phase") not in ("allowed", "creating", "created"):
-            raise RuntimeError(f"deploy record in phase {record.get('phase')!r}")  # never create without an allow
-        client = self._client(record["regionId"])
-        if not record.get("stackId"):
-            if not await self._create(run, step_id, plan, record, client, body):
-                return
-        await self._poll(run, step_id, plan, record, client)
+            if not await self._poll(run, step_id, plan, record, client):
+                return  # completed or failed; else a further attempt is asked for
 
     # ------------------------------------------------------------------ permission
 
-    def _operation(self, plan: DeployPlan, stack_name: str, region_id: str) -> dict[str, Any]:
+    def _operation(self, plan: DeployPlan, stack_name: str, region_id: str, action: str = "create",
+                   stack_id: str = "") -> dict[str, Any]:
         cost = plan.cost
-        summary: dict[str, Any] = {"candidateName": plan.candidate_name, "action": "CreateStack", "region": region_id,
+        summary: dict[str, Any] = {"candidateName": plan.candidate_name, "action": SUMMARY_ACTIONS[action],
+                                   "region": region_id,
                                    "stackName": stack_name, "template": str(plan.template["filename"])}
         if cost.get("total_monthly_cost"):
             summary["totalMonthlyCost"] = str(cost["total_monthly_cost"])
@@ -291,11 +330,16 @@ class RosDeploy:
         if items:
             summary["resources"] = [{"name": str(i.get("name", "")), "spec": str(i.get("spec") or ""),
                                      "monthlyCost": str(i.get("monthly_cost", ""))} for i in items[:12]]
-        return {"product": "ros", "action": "create", "region": region_id,
-                "target": {"type": "resource", "name": stack_name},
-                "apiCalls": [{"product": "ROS", "action": "CreateStack", "effect": "change"},
-                             {"product": "ROS", "action": "GetStack", "effect": "read", "repeat": "polling"}],
-                "stackName": stack_name, "deploymentSummary": summary}
+        if stack_id:
+            summary["stackId"] = stack_id
+        operation: dict[str, Any] = {
+            "product": "ros", "action": action, "region": region_id,
+            "target": {"type": "resource", "name": stack_name, **({"id": stack_id} if stack_id else {})},
+            "apiCalls": [dict(call) for call in API_CALLS[action]], "stackName": stack_name,
+            "deploymentSummary": summary}
+        if stack_id:
+            operation["stackId"] = stack_id
+        return operation
 
     async def _ask(self, run: RunTurn, step_id: str, plan: DeployPlan) -> dict[str, Any]:
         """Ask the kernel (and through it the caller) for the deploy; the record says ``allowed`` or ``denied``."""
@@ -304,30 +348,159 @@ class RosDeploy:
         if resumed:  # the question a restart (or a suspension) cut: the same call again, answered by the kernel
             record: dict[str, Any] = current  # type: ignore[assignment]
             tool_use_id, input_id, region_id = record["toolUseId"], record["inputId"], record["regionId"]
+        elif isinstance(current, dict) and current.get("phase") == "permission" and current.get("action", "create") \
+                != "create" and current.get("candidateIndex") == plan.candidate_index:
+            record = current  # a further attempt on the run's stack: asked (again) with new ids
+            tool_use_id, input_id, region_id = f"toolu_{new_hex()[:24]}", f"permission-{new_hex()}", record["regionId"]
+            record.update(toolUseId=tool_use_id, inputId=input_id)
+            await run.record(step_id, status="running")
         else:
             region_id = plan.region_id or self.settings.region or DEFAULT_REGION
             tool_use_id = f"toolu_{new_hex()[:24]}"
             input_id = f"permission-{new_hex()}"
             record = {
-                "phase": "permission", "toolUseId": tool_use_id, "inputId": input_id, "stackName": plan.stack_name,
+                "phase": "permission", "action": "create", "attempt": 0, "toolUseId": tool_use_id, "inputId": input_id,
+                "stackName": plan.stack_name,
                 "regionId": region_id, "candidateIndex": plan.candidate_index,
                 "templateSha256": str(plan.template["sha256"]),
                 "clientToken": client_token(run.state["pipelineRunId"], dataclasses.replace(plan, region_id=region_id))}
             run.state["deploy"] = record
             await run.record(step_id, status="running")
+        action = str(record.get("action", "create"))
+        stack_id = str(record.get("stackId") or "") if action != "create" else ""
+        tool_input: dict[str, Any] = {"action": action, "stack_name": record["stackName"], "region_id": region_id}
+        if stack_id:
+            tool_input["stack_id"] = stack_id
+        if action in ("create", "delete_and_create"):
+            tool_input.update(template=str(plan.template["filename"]), parameters=dict(plan.parameters))
         request = PermissionRequest(
-            tool_use_id, TOOL_NAME,
-            {"action": "create", "stack_name": plan.stack_name, "region_id": region_id,
-             "template": str(plan.template["filename"]),
-             "parameters": dict(plan.parameters)},
-            is_read_only=False, operation=self._operation(plan, plan.stack_name, region_id), input_id=input_id,
+            tool_use_id, TOOL_NAME, tool_input, is_read_only=False,
+            operation=self._operation(plan, record["stackName"], region_id, action, stack_id), input_id=input_id,
             continuation=continuation(run, "deploy", tool_use_id, input_id, stepId=step_id))
         decided = await ask_permission(run, request, scope="step", extra={"step": run.step(step_id)},
                                        announced=resumed)
-        record.update(phase="allowed" if decided.allowed else "denied", decision=decided.resolved["decision"],
-                      decidedBy=decided.decided_by)
+        if decided.allowed:
+            record.update(phase="allowed")
+        elif action == "create":
+            record.update(phase="denied")
+        else:  # nothing called: the failure that led to the question stands
+            record.update(phase="failed", **dict(record.get("failure") or {}))
+        record.update(decision=decided.resolved["decision"], decidedBy=decided.decided_by)
         await run.record(step_id, status="running")
         return record
+
+    # ------------------------------------------------------------------ the allowed action, exactly once
+
+    async def _act(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any], client: RosClient,
+                   body: str) -> bool:
+        """Carry out the allowed action up to the stack to poll (each ROS call recorded first); ``False`` when the
+        deploy failed on the way."""
+        if record["phase"] == "allowed":
+            action = record.get("action", "create")
+            if action == "continue_create":
+                record.update(phase="continuing", continuingAt=time.time())
+                await run.record(step_id, status="running")  # durable before ROS hears of it
+            elif action == "delete_and_create":
+                record.update(phase="deleting", deletingAt=time.time())
+                await run.record(step_id, status="running")
+            elif action == "wait":
+                record.update(phase="created", createdAt=time.time())
+                await run.record(step_id, status="running")
+        if record["phase"] == "continuing" and not await self._continue(run, step_id, plan, record, client):
+            return False
+        if record["phase"] == "deleting" and not await self._replace(run, step_id, plan, record, client):
+            return False
+        if not record.get("stackId"):
+            return await self._create(run, step_id, plan, record, client, body)
+        return True
+
+    async def _continue(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any],
+                        client: RosClient) -> bool:
+        """ContinueCreateStack, unless GetStack shows ROS heard it already (a resume): then the stack is polled."""
+        stack_id = str(record["stackId"])
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                status = (await client.get_stack(stack_id)).status
+                if status in CONTINUABLE:
+                    await client.continue_create_stack(stack_id)
+                break
+            except RosError as error:
+                if error.retryable and attempt < CREATE_ATTEMPTS:
+                    logger.warning("ContinueCreateStack got no answer (%s); asking ROS again.", error.code)
+                    await asyncio.sleep(min(self.settings.poll_interval * attempt, 30.0))
+                    continue
+                record.update(phase="failed", error="continue_create_failed", rosCode=error.code,
+                              message=say(run.language, "ros_error", name=plan.candidate_name, code=error.code,
+                                          reason=error.message))
+                await self._failed(run, step_id, plan, record)
+                return False
+        record.update(phase="created", createdAt=time.time())
+        await run.record(step_id, status="running")
+        return True
+
+    async def _replace(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any],
+                       client: RosClient) -> bool:
+        """DeleteStack of the rolled-back stack (unless GetStack shows its deletion started: a resume), then GetStack
+        until it is gone; the record then has no stack, and CreateStack follows."""
+        stack_id = str(record["stackId"])
+        deadline = time.time() + self.settings.wait_timeout
+        sent = 0
+        failure: tuple[str, str] | None = None
+        while failure is None:
+            try:
+                info = await client.get_stack(stack_id)
+            except RosError as error:
+                if error.code == NOT_FOUND:
+                    break  # ROS forgot the deleted stack
+                if not error.retryable or time.time() >= deadline:
+                    failure = (error.code, error.message)
+                    continue
+                await asyncio.sleep(self.settings.poll_interval)
+                continue
+            if info.status == DELETED_STATUS:
+                break
+            if info.status == "DELETE_FAILED":
+                failure = (info.status, info.status_reason)
+                record.update(status=info.status, statusReason=info.status_reason)
+            elif not info.status.startswith("DELETE_"):  # untouched by ROS: DeleteStack (again)
+                sent += 1
+                try:
+                    await client.delete_stack(stack_id)
+                except RosError as error:
+                    if error.code == NOT_FOUND:
+                        break
+                    if not error.retryable or sent >= CREATE_ATTEMPTS:
+                        failure = (error.code, error.message)
+                        continue
+            elif time.time() >= deadline:
+                failure = (info.status, str(int(self.settings.wait_timeout)) + " s")
+                continue
+            await asyncio.sleep(self.settings.poll_interval)
+        if failure is not None:
+            record.update(phase="failed", error="delete_stack_failed", rosCode=failure[0],
+                          message=say(run.language, "ros_error", name=plan.candidate_name, code=failure[0],
+                                      reason=failure[1]))
+            await self._failed(run, step_id, plan, record)
+            return False
+        replaced = [*record.get("replacedStackIds", []), stack_id]
+        record.pop("stackId", None)
+        record.update(phase="replaced", replacedStackIds=replaced, status=DELETED_STATUS)
+        await run.record(step_id, status="running")
+        return True
+
+    async def _retry(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any],
+                     action: str) -> None:
+        """Make the record ask for a further attempt (``action``) on the run's stack; the failure it answers is kept
+        (a deny ends the step with it)."""
+        attempt = int(record.get("attempt", 0)) + 1
+        failure = {k: record[k] for k in ("error", "message", "rosCode") if k in record}
+        record.update(phase="permission", action=action, attempt=attempt, failure=failure)
+        if action == "delete_and_create":
+            record["clientToken"] = client_token(run.state["pipelineRunId"],
+                                                 dataclasses.replace(plan, region_id=record["regionId"]), attempt)
+        await run.record(step_id, status="running")
 
     # ------------------------------------------------------------------ CreateStack, exactly once
 
@@ -378,13 +551,17 @@ class RosDeploy:
         except RosError:
             return None
         since = float(record.get("creatingAt", 0)) - ADOPT_SLACK_SECONDS
+        stacks = [s for s in stacks if s["status"] != DELETED_STATUS and s["stackId"] not in
+                  record.get("replacedStackIds", [])]  # a delete_and_create's deleted stack is not ours any more
         ours = [s for s in stacks if s["stackId"] and _epoch(s["createTime"]) >= since]
         return ours[0]["stackId"] if len(ours) == 1 and len(stacks) == 1 else None
 
     # ------------------------------------------------------------------ polling
 
     async def _poll(self, run: RunTurn, step_id: str, plan: DeployPlan, record: dict[str, Any],
-                    client: RosClient) -> None:
+                    client: RosClient) -> bool:
+        """GetStack until the stack's final status (or the wait runs out); ``True`` when a further attempt is to be
+        asked for (the record says which), else the step ended."""
         created = float(record.get("createdAt", time.time()))
         deadline = created + self.settings.wait_timeout
         last: tuple[Any, ...] | None = None
@@ -399,7 +576,7 @@ class RosDeploy:
                                   message=say(run.language, "ros_error", name=plan.candidate_name, code=error.code,
                                               reason=error.message))
                     await self._failed(run, step_id, plan, record)
-                    return
+                    return False
                 await asyncio.sleep(self.settings.poll_interval)
                 continue
             percentage = _percentage(info, resources)
@@ -419,7 +596,7 @@ class RosDeploy:
             record.update(phase="completed", outputs=_outputs(info, self._secrets()))
             await run.record(step_id, status="running")
             await self._succeeded(run, step_id, plan, record)
-            return
+            return False
         values = {"name": plan.candidate_name, "stack": record["stackName"], "stack_id": record["stackId"],
                   "status": info.status}
         if info.final:
@@ -428,7 +605,12 @@ class RosDeploy:
         else:
             record.update(phase="failed", error="deploy_timeout",
                           message=say(run.language, "timeout", seconds=int(self.settings.wait_timeout), **values))
+        action = next_action(info.status)
+        if action is not None and int(record.get("attempt", 0)) < MAX_RETRIES:
+            await self._retry(run, step_id, plan, record, action)
+            return True
         await self._failed(run, step_id, plan, record)
+        return False
 
     # ------------------------------------------------------------------ endings
 
@@ -480,6 +662,17 @@ class RosDeploy:
         await run.emit("step_failed", "step", "failed", data, extra={"step": run.step(step_id)})
         await run.record(step_id, status="failed")
         await self.pipeline.finish(run, "failed", message)
+
+
+def next_action(status: str) -> str | None:
+    """The ``ros_deploy`` action a further attempt takes on a stack left in ``status`` (``None``: none fits)."""
+    if status in CONTINUABLE:
+        return "continue_create"
+    if status in REPLACEABLE:
+        return "delete_and_create"
+    if status == "CREATE_IN_PROGRESS":
+        return "wait"
+    return None
 
 
 def _epoch(value: str) -> float:

@@ -1,6 +1,6 @@
 """The few ROS (Resource Orchestration Service) calls a deploy makes, through Alibaba Cloud's official SDK
-(``alibabacloud-ros20190910``, its ``*_async`` methods): CreateStack, GetStack, ListStackResources, ListStacks and
-DeleteStack (a ``cleanupOnly`` continuation).
+(``alibabacloud-ros20190910``, its ``*_async`` methods): CreateStack, ContinueCreateStack (a ``CREATE_FAILED`` stack),
+GetStack, ListStackResources, ListStacks and DeleteStack (a ``cleanupOnly`` continuation, a ``delete_and_create``).
 
 Failures are :class:`RosError` with a sanitised message (no secret, signature, request query or local path) and
 whether trying again may help (network errors, throttling, 5xx); the credentials never appear in a ``repr``.
@@ -153,6 +153,12 @@ class RosClient:
         if not isinstance(stack_id, str) or not stack_id:
             raise RosError("InvalidResponse", "CreateStack answered without a StackId.")
         return stack_id
+
+    async def continue_create_stack(self, stack_id: str) -> None:
+        """ContinueCreateStack: ROS goes on creating a ``CREATE_FAILED`` stack from the resources that failed (GetStack
+        then says ``CREATE_IN_PROGRESS`` until the stack's final status)."""
+        await self._call("continue_create_stack_async", ros_models.ContinueCreateStackRequest(
+            region_id=self.region_id, stack_id=stack_id))
 
     async def get_stack(self, stack_id: str) -> StackInfo:
         """GetStack with its progress percentage."""

@@ -9,6 +9,11 @@ It checks that a request names an AccessKey id (the signature is not verified), 
 keeps stacks in progress until released, ``gate_create`` keeps CreateStack from answering (the stack is already
 created) until opened: what a test needs to kill a server at a chosen moment.
 
+ContinueCreateStack: a ``CREATE_FAILED`` stack goes ``CREATE_IN_PROGRESS`` again and reaches ``continue_final_status``
+after ``polls`` GetStack calls (any other status is refused, ``OperationDenied.InvalidStackStatus``);
+``continuations`` counts the ones it started, ``gate_continue`` keeps the answer back as ``gate_create`` does. A stack
+fails its creation with ``final_status = "CREATE_FAILED"`` (kept for ContinueCreateStack) or a rolled-back status.
+
 DeleteStack: the stack goes ``DELETE_IN_PROGRESS`` → ``DELETE_COMPLETE`` (or ``delete_final_status``) after ``polls``
 GetStack calls; the GetStack that sees ``DELETE_COMPLETE`` is the last to find it (then ``StackNotFound``, as ROS
 forgets deleted stacks). ``deletions`` counts the deletions it started; DeleteStack of a stack already being deleted
@@ -42,6 +47,7 @@ class FakeStack:
     parameters: dict[str, str]
     created_at: str
     polls: int = 0
+    continued: bool = False  # ContinueCreateStack started it again: it ends in ``continue_final_status``
     status: str = "CREATE_IN_PROGRESS"
     reason: str = "Stack CREATE started"
     forgotten: bool = False  # deleted and reported DELETE_COMPLETE once: GetStack no longer finds it
@@ -61,8 +67,13 @@ class FakeRos:
     key_ids: set[str] = field(default_factory=set)
     hold: bool = False
     gate_create: asyncio.Event | None = None
+    gate_create_after: int = 0  # ``gate_create`` holds only the answers of creations after this many
     create_received: asyncio.Event = field(default_factory=asyncio.Event)
     polled: asyncio.Event = field(default_factory=asyncio.Event)
+    continue_final_status: str = "CREATE_COMPLETE"
+    continuations: int = 0
+    gate_continue: asyncio.Event | None = None
+    continue_received: asyncio.Event = field(default_factory=asyncio.Event)
     delete_final_status: str = "DELETE_COMPLETE"
     deletions: int = 0
     hold_delete: bool = False
@@ -120,7 +131,8 @@ class FakeRos:
         self.key_ids.add(key_id)
         self.calls.append(action)
         handler = {"CreateStack": self._create, "GetStack": self._get, "ListStackResources": self._resources,
-                   "ListStackEvents": self._events, "ListStacks": self._list, "DeleteStack": self._delete}.get(action)
+                   "ListStackEvents": self._events, "ListStacks": self._list, "DeleteStack": self._delete,
+                   "ContinueCreateStack": self._continue}.get(action)
         if handler is None:
             return self._error(404, "InvalidAction.NotFound", f"Specified api is not found, please check your url "
                                                              f"and method. Action: {action}")
@@ -157,7 +169,7 @@ class FakeRos:
             if token:
                 self.tokens[token] = stack_id
             self.created += 1
-        if self.gate_create is not None:
+        if self.gate_create is not None and self.created > self.gate_create_after:
             await self.gate_create.wait()  # the stack exists; the answer waits (a test kills its caller meanwhile)
         return web.json_response({"RequestId": self._request_id(), "StackId": stack_id})
 
@@ -187,6 +199,20 @@ class FakeRos:
             await self.gate_delete.wait()  # the deletion started; the answer waits (a test kills its caller)
         return web.json_response({"RequestId": self._request_id()})
 
+    async def _continue(self, params: dict[str, str]) -> web.Response:
+        stack = self._stack(params)
+        if stack is None or stack.forgotten or stack.status == "DELETE_COMPLETE":
+            return self._not_found(params.get("StackId", ""))
+        self.continue_received.set()
+        if stack.status != "CREATE_FAILED":
+            return self._error(409, "OperationDenied.InvalidStackStatus",
+                               f"The Stack ({stack.stack_id}) status ({stack.status}) is not allowed for this operation.")
+        stack.status, stack.reason, stack.polls, stack.continued = "CREATE_IN_PROGRESS", "Stack CREATE continued", 0, True
+        self.continuations += 1
+        if self.gate_continue is not None:
+            await self.gate_continue.wait()  # the continuation started; the answer waits (a test kills its caller)
+        return web.json_response({"RequestId": self._request_id(), "StackId": stack.stack_id})
+
     async def _get(self, params: dict[str, str]) -> web.Response:
         stack = self._stack(params)
         if stack is None or stack.forgotten:
@@ -203,7 +229,10 @@ class FakeRos:
         if stack.status == "CREATE_IN_PROGRESS":
             stack.polls += 1
             if stack.polls >= self.polls and not self.hold:
-                stack.status, stack.reason = self.final_status, self.final_reason
+                if stack.continued:
+                    stack.status, stack.reason = self.continue_final_status, "Stack CREATE completed successfully"
+                else:
+                    stack.status, stack.reason = self.final_status, self.final_reason
         self.polled.set()
         progress = 100.0 if stack.status in ("CREATE_COMPLETE", "DELETE_COMPLETE") else round(100.0 * self._done(stack) / max(1, len(stack.resources)), 2)
         body: dict[str, Any] = {

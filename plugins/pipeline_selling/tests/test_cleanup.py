@@ -233,9 +233,14 @@ async def test_a_failed_deploy_leaves_its_stack_to_clean_and_a_failed_delete_kee
         context_id = last["contextId"]
         second = pipeline_events(await send(client, "candidate 1", n=2, context_id=context_id, task_id=last["taskId"]))
         assert second[-1]["data"]["outcome"] == "failed"
+        # the rule allows ros_deploy's delete_and_create too: the deploy's DeleteStack of the rolled-back stack
+        # failed (DELETE_FAILED), so the stack stays, the step failed and the stack is the context's to clean
+        assert [e["permission"]["operation"]["action"] for e in of(second, "permission_requested")] == [
+            "create", "delete_and_create"]
+        assert of(second, "step_failed")[0]["data"]["error"] == "delete_stack_failed" and fake_ros.deletions == 1
         [current] = of(second, "stack_current_changed")
         assert current["data"]["isSuccess"] is False and current["data"]["current"] is True
-        assert current["data"]["stackStatus"] == "CREATE_ROLLBACK_COMPLETE"
+        assert current["data"]["stackStatus"] == "DELETE_FAILED"
 
         failed = pipeline_events(await send(client, "clean up", n=3, context_id=context_id, iac_code=CLEANUP))
         assert failed[-1]["eventType"] == "cleanup_failed" and failed[-1]["status"] == "failed"
@@ -248,7 +253,7 @@ async def test_a_failed_deploy_leaves_its_stack_to_clean_and_a_failed_delete_kee
         retried = pipeline_events(await send(client, "clean up", n=4, context_id=context_id, iac_code=CLEANUP))
         assert retried[0]["data"]["resources"][0]["stackId"] == current["data"]["stackId"]  # still a target
         assert retried[-1]["data"]["outcome"] == "deleted" and not fake_ros.alive()
-        assert fake_ros.deletions == 2
+        assert fake_ros.deletions == 3 and fake_ros.created == 1  # the deploy's, the failed cleanup's, this one
 
 
 async def test_without_a_deploy_there_is_nothing_to_clean(fake_ros: Any) -> None:

@@ -245,7 +245,11 @@ async def test_a_stack_that_fails_fails_the_step_with_a_sanitised_reason(fake_ro
     async with start_server(settings(fake_ros)) as server, connect_client(server) as client:
         before, envelope = await until_permission(client, rich=False)
         answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=10)
-        after = pipeline_events(answered)
+        asked = pipeline_events(answered)
+        again = last_status(answered)["metadata"]["iac_code"]["input"]  # the next attempt: delete_and_create
+        assert asked[-1]["eventType"] == "permission_requested" and again["operation"]["action"] == "delete_and_create"
+        denied = await send(client, permission_answer_request(again, "deny", message_id="deny"), n=11)
+        after = asked + pipeline_events(denied)
         types = [e["eventType"] for e in after]
         assert types[-3:] == ["step_failed", "pipeline_failed", "pipeline_handoff_ready"]
         failed = after[-3]["data"]
@@ -253,7 +257,7 @@ async def test_a_stack_that_fails_fails_the_step_with_a_sanitised_reason(fake_ro
         assert failed["deployment"]["stack_status"] == "CREATE_ROLLBACK_COMPLETE"
         assert "InvalidParameter" in failed["message"] and "<path>" in failed["message"]
         assert after[-1]["data"]["outcome"] == "failed"
-        everything = json.dumps([after, answered, await state_of(server.url, envelope["contextId"])])
+        everything = json.dumps([after, answered, denied, await state_of(server.url, envelope["contextId"])])
         for secret in (SECRET, KEY_ID, "/home/admin"):
             assert secret not in everything
         assert fake_ros.created == 1

@@ -7,7 +7,9 @@ ROS answers with the same stack), and while the stack is being polled (the resum
 for a ``cleanupOnly`` continuation's DeleteStack. And while the deploy's (or the cleanup's) permission question waits:
 a durable permission wait (since-0.13 §4), so after the restart the task is still INPUT_REQUIRED with the same
 question, its answer resumes exactly that call (allow: CreateStack / DeleteStack once; deny: declined as without the
-crash) and the same answer again is only acknowledged (``duplicate: true``), nothing run twice."""
+crash) and the same answer again is only acknowledged (``duplicate: true``), nothing run twice. And the deploy's
+further attempts (``continue_create``, ``delete_and_create``): cut while ROS holds an answer, or while the attempt's
+question waits."""
 
 from __future__ import annotations
 
@@ -461,3 +463,134 @@ async def test_kill_9_while_the_cleanup_question_waits_then_its_answer_resumes_t
         assert fake_ros.deletions == 0 and "DeleteStack" not in fake_ros.calls and fake_ros.alive()
     [boundary] = boundaries(state_dir)
     assert boundary["phase"] == "RESOLVED" and boundary["recovered"] is True
+
+
+# ----------------------------------------------------------------------------- further attempts (since-0.13 §6)
+
+ATTEMPT_CUTS = ["ContinueCreateStack unanswered", "DeleteStack unanswered (delete_and_create)",
+                "CreateStack unanswered (delete_and_create)"]
+
+
+@pytest.mark.parametrize("cut", ATTEMPT_CUTS)
+async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str, tmp_path: Path,
+                                                                       fake_ros: Any) -> None:
+    """A stack that failed its creation, the further attempt allowed by a rule naming ``ros_deploy``, the server
+    killed while ROS holds the answer to ContinueCreateStack (or the DeleteStack of a ``delete_and_create``): the
+    resume asks GetStack, sees ROS heard the call and polls; the call reaches ROS once."""
+    state_dir, workspace = tmp_path / "state", tmp_path / "work"
+    workspace.mkdir()
+    config = tmp_path / "conf" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"mode": "pipeline", "persistence-dir": str(state_dir), "deployer": "ros",
+                                      "ros-endpoint": fake_ros.endpoint, "ros-poll-interval-seconds": 0.05,
+                                      "permission-rules": {"allow": ["ros_deploy"]}}))
+    continuing = cut.startswith("ContinueCreateStack")
+    if continuing:
+        fake_ros.final_status, fake_ros.gate_continue = "CREATE_FAILED", asyncio.Event()
+    elif cut.startswith("DeleteStack"):
+        fake_ros.final_status, fake_ros.gate_delete = "CREATE_ROLLBACK_COMPLETE", asyncio.Event()
+    else:  # the second CreateStack's answer held: the first stack is deleted, the new one created
+        fake_ros.final_status, fake_ros.gate_create, fake_ros.gate_create_after = (
+            "CREATE_ROLLBACK_COMPLETE", asyncio.Event(), 1)
+    cut_at: dict[str, Callable[[], bool]] = {
+        "ContinueCreateStack unanswered": fake_ros.continue_received.is_set,
+        "DeleteStack unanswered (delete_and_create)": fake_ros.delete_received.is_set,
+        "CreateStack unanswered (delete_and_create)": lambda: fake_ros.created == 2}
+
+    async with server_process(config, workspace) as (proc, url):
+        async with connect_client(url) as client:
+            first: list[Event] = []
+            await collect(client, text_request(PROMPT, 1), first)
+            last = statuses(first)[-1]
+            context_id, task_id = last["contextId"], last["taskId"]
+            second: list[Event] = []
+            running = asyncio.create_task(collect(client, text_request("candidate 1", 2, context_id, task_id),
+                                                  second))
+            await until(cut_at[cut], "the further attempt's call")
+            proc.kill()  # SIGKILL: ROS heard the call, its answer never reached the server
+            await proc.wait()
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            streamed = pipeline_events(first) + pipeline_events(second)
+    first_stack = next(iter(fake_ros.stacks))
+    asked = [e for e in streamed if e["eventType"] == "permission_requested"]
+    assert [e["permission"]["operation"]["action"] for e in asked] == [
+        "create", "continue_create" if continuing else "delete_and_create"]
+
+    fake_ros.final_status = "CREATE_COMPLETE"
+    for gate in (fake_ros.gate_continue, fake_ros.gate_delete, fake_ros.gate_create):
+        if gate is not None:
+            gate.set()
+    async with server_process(config, workspace) as (_, url):
+        journaled = await journal_of(url, context_id)
+        assert journaled[:len(streamed)] == streamed
+        assert_sound(journaled)
+        async with connect_client(url) as client:
+            rest: list[Event] = []
+            await collect(client, text_request("continue", 3, context_id), rest)
+            more = pipeline_events(rest)
+        types = [e["eventType"] for e in more]
+        assert types[0] == "pipeline_resumed" and "permission_requested" not in types  # the allow was recorded
+        assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
+        conclusion = more[-3]["data"]["conclusion"]
+        assert conclusion["status"] == "success" and conclusion["stack_status"] == "CREATE_COMPLETE"
+        final = await journal_of(url, context_id)
+        assert final == journaled + more
+        assert_sound(final)
+
+    if continuing:
+        assert fake_ros.calls.count("ContinueCreateStack") == 1 and fake_ros.continuations == 1
+        assert fake_ros.created == 1 and conclusion["stack_id"] == first_stack
+    else:
+        assert fake_ros.calls.count("DeleteStack") == 1 and fake_ros.deletions == 1
+        assert fake_ros.created == 2  # the new stack once: sent again with its own ClientToken, the same answer
+        assert fake_ros.calls.count("CreateStack") == (2 if cut.startswith("DeleteStack") else 3)
+        assert len(fake_ros.tokens) == 2
+        [alive] = fake_ros.alive()
+        assert conclusion["stack_id"] == alive.stack_id != first_stack
+
+
+async def test_kill_9_while_a_further_attempts_question_waits_then_its_answer_resumes_that_call(
+        tmp_path: Path, fake_ros: Any) -> None:
+    """The ``continue_create`` question is a durable wait too: after kill -9 and a restart the task still asks it,
+    its allow sends ContinueCreateStack once."""
+    state_dir, workspace = tmp_path / "state", tmp_path / "work"
+    workspace.mkdir()
+    config = tmp_path / "conf" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"mode": "pipeline", "persistence-dir": str(state_dir), "deployer": "ros",
+                                      "ros-endpoint": fake_ros.endpoint, "ros-poll-interval-seconds": 0.05}))
+    fake_ros.final_status = "CREATE_FAILED"
+    async with server_process(config, workspace) as (proc, url):
+        async with connect_client(url) as client:
+            results: list[Event] = []
+            await collect(client, text_request(PROMPT, 1), results)
+            context_id, task_id = statuses(results)[-1]["contextId"], statuses(results)[-1]["taskId"]
+            await collect(client, text_request("candidate 1", 2, context_id, task_id), results)
+            created = statuses(results)[-1]["metadata"]["iac_code"]["input"]
+            await collect(client, permission_answer_request(created, "allow_once", message_id="allow"), results)
+            paused = statuses(results)[-1]
+            envelope = paused["metadata"]["iac_code"]["input"]
+            assert envelope["operation"]["action"] == "continue_create"
+            assert paused["metadata"]["iac_code"]["permissionWait"] == {"status": "waiting", "resumable": True}
+            streamed = pipeline_events(results)
+            proc.kill()  # SIGKILL while the question waits
+            await proc.wait()
+    assert "ContinueCreateStack" not in fake_ros.calls
+    [boundary] = [b for b in boundaries(state_dir) if b["inputId"] == envelope["inputId"]]
+    assert boundary["continuationFrame"]["operation"] == "deploy"
+
+    async with server_process(config, workspace) as (_, url):
+        async with connect_client(url) as client:
+            journaled = await check_suspended(client, url, context_id, envelope["requestTaskId"], envelope,
+                                              streamed)
+            results = await answered_twice(client, envelope, "allow_once", lambda: journal_of(url, context_id))
+            more = pipeline_events(results)
+            final = await journal_of(url, context_id)
+    assert final == journaled + more
+    assert_sound(final)
+    types = [e["eventType"] for e in more]
+    assert types[0] == "permission_resolved" and "permission_requested" not in types
+    assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
+    assert more[-3]["data"]["conclusion"]["tool_use_id"] == envelope["toolUseId"]
+    assert fake_ros.calls.count("ContinueCreateStack") == 1 and fake_ros.created == 1
