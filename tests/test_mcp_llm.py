@@ -1,18 +1,21 @@
 """The ``llm`` runtime with MCP tools (issue 32): a scripted OpenAI-compatible model calls the tools of a real MCP
 server (the ``mcp`` SDK demo server of plugins/mcp/tests) through a real iac-code server and a2a-sdk's client; the
 tools are offered as function tools with their schema, progress arrives as ``mcpProgress``, a non-read-only call
-asks and is allowed or denied as answered, a read-only one does not ask."""
+asks and is allowed or denied as answered, a read-only one does not ask; cancelling the task while the model's MCP call
+runs sends ``notifications/cancelled`` to the MCP server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+from a2a.types.a2a_pb2 import CancelTaskRequest, Message, Part, Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import connect_client, permission_answer_request, start_server
@@ -62,8 +65,9 @@ def _write_user_config(config_dir: Path, servers: dict[str, Any]) -> None:
     (config_dir / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
 
 
-def _stdio() -> dict[str, Any]:
-    return {"command": sys.executable, "args": [SERVER, "stdio", f"--token={SECRET}"], "env": {"DEMO_SECRET": SECRET}}
+def _stdio(marker: Path | None = None) -> dict[str, Any]:
+    env = {"DEMO_SECRET": SECRET, **({"DEMO_MARKER": str(marker)} if marker is not None else {})}
+    return {"command": sys.executable, "args": [SERVER, "stdio", f"--token={SECRET}"], "env": env}
 
 
 @pytest.fixture
@@ -115,3 +119,41 @@ async def test_the_llm_runtime_offers_and_calls_mcp_tools(workspace: Path, tmp_p
             tool_messages = [m for m in stub.requests[5].body["messages"] if m.get("role") == "tool"]
             assert "echo: read" in tool_messages[-1]["content"]
             _no_secret(allowed + denied + read)
+
+
+async def test_cancelling_the_task_cancels_the_models_mcp_call(workspace: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "marker.txt"  # the demo server writes "started", then "cancelled" when told
+    _write_user_config(tmp_path / "config", {"demo": _stdio(marker)})
+    script = [Reply.stream([*tool_call_chunks(0, "c-slow", "mcp__demo__slow", json.dumps({"seconds": 60})),
+                            finish_chunk("tool_calls")]),
+              Reply.stream([text_chunk("Stopped."), finish_chunk("stop")])]
+    async with OpenAIStub(script) as stub:
+        settings = {"agent-runtime": "llm", "llm-base-url": stub.base_url, "llm-api-key": "sk-test-key-000",
+                    "llm-retry-backoff": 0.01, "llm-timeout": 30}
+        async with start_server(settings) as server, connect_client(server) as client:
+            message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text="wait a minute")],
+                              context_id="ctx-cancel")
+            events = [MessageToDict(e) async for e in client.send_message(SendMessageRequest(message=message))]
+            [envelope] = _all(events, "input")  # not read-only: it asks first
+            assert envelope["toolName"] == "mcp__demo__slow" and envelope["toolUseId"] == "c-slow"
+            answer = permission_answer_request(envelope, "allow_once", message_id="answer-slow")
+            seen: list[dict[str, Any]] = []
+
+            async def follow() -> None:
+                async for event in client.send_message(answer):
+                    seen.append(MessageToDict(event))
+
+            follower = asyncio.create_task(follow())
+            deadline = time.monotonic() + 60
+            while not (marker.exists() and "started" in marker.read_text()):
+                assert time.monotonic() < deadline, "the model's MCP call never started"
+                assert not follower.done(), seen
+                await asyncio.sleep(0.05)
+            await client.cancel_task(CancelTaskRequest(id=envelope["requestTaskId"]))
+            while "cancelled" not in marker.read_text():
+                assert time.monotonic() < deadline, "the MCP server never heard the cancellation"
+                await asyncio.sleep(0.05)
+            await asyncio.wait_for(follower, 30)
+            assert _updates(seen)[-1]["status"]["state"] == "TASK_STATE_CANCELED"
+            assert len(stub.requests) == 1  # the model is not asked again after the cancellation
+            _no_secret(events + seen)

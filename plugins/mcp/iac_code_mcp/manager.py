@@ -2,7 +2,8 @@
 (``context-idle-timeout``), when ``mcp-max-servers`` needs room, or when the server stops.
 
 A context's servers come from the three scopes (:mod:`iac_code_mcp.definitions`) of its workspace. Project
-servers wait for approval (``mcp-project-servers``); the answer holds for the context and that definition. A
+servers wait for approval (``mcp-project-servers``); the answer holds for the context and that definition and is
+durable (:mod:`iac_code_mcp.approvals`). A
 server that fails is ``connectionState: failed`` with a warning, and is started again on a later turn once its
 backoff (0 s after the first failure, then 1, 2, 4 ... 60 s) has passed.
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from iac_code.api import Progress, ToolCall, ToolContext, ToolOffer, run_tool, safe_mode
 
+from iac_code_mcp.approvals import ApprovalStore, approval_key
 from iac_code_mcp.connection import Connection, ConnectionFailed
 from iac_code_mcp.definitions import PROJECT_FILE, USER_FILE, McpWarning, ServerDefinition, parse_servers, read_file
 from iac_code_mcp.names import public_name
@@ -74,7 +76,7 @@ class McpManager:
         self.contexts: OrderedDict[tuple[str, str], ContextServers] = OrderedDict()
         self._published: set[str] = set()
         self._status: OrderedDict[str, str] = OrderedDict()
-        self._approvals: dict[tuple[tuple[str, str], str, str], bool] = {}
+        self.approvals = ApprovalStore(state_dir, int(getattr(config, "mcp_max_approvals", 4096)))
         self._sweeper: asyncio.Task[None] | None = None
         self.idle_timeout = float(getattr(config, "context_idle_timeout", 3600.0) or 3600.0)
 
@@ -168,7 +170,8 @@ class McpManager:
     async def _approve(self, key: tuple[str, str], ctx: ContextServers, server: ServerState,
                        context: ToolContext) -> AsyncIterator[Any]:
         """Ask the caller whether the workspace's server may start (a permission question), once per context."""
-        remembered = self._approvals.get((key, server.definition.name, server.definition.fingerprint))
+        kept = approval_key(key[0], key[1], server.definition.name, server.definition.fingerprint)
+        remembered = self.approvals.get(kept)
         if remembered is None:
             d = server.definition
             tool_input: dict[str, Any] = {"server": d.name, "scope": "project", "transport": d.transport}
@@ -181,7 +184,7 @@ class McpManager:
             async for event in run_tool(approval, call, context):
                 yield event
             remembered = bool(call.allowed)
-            self._approvals[(key, server.definition.name, server.definition.fingerprint)] = remembered
+            await self.approvals.put(kept, remembered)  # on disk before the server starts or is refused
         server.approval = "approved" if remembered else "denied"
         if not remembered:
             server.state = "disabled"

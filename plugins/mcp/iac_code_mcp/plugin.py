@@ -32,12 +32,18 @@ def manager_for(kernel: PluginContext) -> Any:
     try:
         found = _managers.get(kernel)
         if found is None:
-            found = _managers[kernel] = McpManager(kernel.config, config_dir())
+            found = _managers[kernel] = McpManager(kernel.config, config_dir(), _state_dir(kernel))
     except TypeError:  # a kernel that cannot be weakly referenced
         found = _by_id.get(id(kernel))
         if found is None:
-            found = _by_id[id(kernel)] = McpManager(kernel.config, config_dir())
+            found = _by_id[id(kernel)] = McpManager(kernel.config, config_dir(), _state_dir(kernel))
     return found
+
+
+def _state_dir(kernel: PluginContext) -> Path | None:
+    """The persistence directory the approvals are kept in (``None``: a kernel without one keeps them in memory)."""
+    found = getattr(kernel, "state_dir", None)
+    return Path(found) if found is not None else None
 
 
 @hookimpl

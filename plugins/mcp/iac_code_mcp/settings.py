@@ -21,6 +21,9 @@ class McpConfig(BaseModel):
         "the default) or allow."))
     mcp_max_servers: int = Field(16, ge=1, le=1024, description="MCP server connections open at most, over all "
                                  "contexts (the least recently used idle context's are closed first).")
+    mcp_max_approvals: int = Field(4096, ge=1, le=1_000_000, description=(
+        "Answers to the project-server question kept (in memory and in <persistence-dir>/mcp-approvals.json); "
+        "the least recently used are dropped first, and their question is asked again."))
     mcp_call_timeout: float = Field(120.0, gt=0, description="Seconds an MCP tool call may take.")
     mcp_startup_timeout: float = Field(30.0, gt=0, description="Seconds an MCP server may take to start and list "
                                        "its tools.")
