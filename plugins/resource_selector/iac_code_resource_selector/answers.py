@@ -107,13 +107,15 @@ def check(store: SelectionStore, task_id: str, context_id: str, response: Any) -
     if "selectorId" in answer and answer["selectorId"] != selector.get("id"):
         raise Invalid("selector mismatch")
     profile = BY_ID.get(str(selector.get("id")))
-    if profile is None or selector.get("profileHash") != PROFILE_HASH:
+    if (profile is None or selector.get("profileHash") != PROFILE_HASH
+            or selector.get("outputKind") != profile.output_kind
+            or (selector.get("source") or {}).get("selector_id") != profile.source):
         raise Invalid("selector profile mismatch")
     if answer["status"] == "selected":
         source = selector.get("source")
         if answer.get("source") != source if source is not None else "source" in answer:
             raise Invalid("source mismatch")
-        if not profile.valid(answer["value"]):
+        if not profile.valid(answer["value"], selector.get("associationPropertyMetadata")):
             raise Invalid("selector value is invalid")
     if record["state"] in ("claimed", "resolved") and record.get("answerDigest") != digest(answer):
         raise Invalid("answer conflicts with prior answer")

@@ -4,7 +4,9 @@ taken is refused with ``-32602 resource_selection_resume_invalid: <reason>``, an
 
 With cloud queries configured (credentials), a first answer's value must also be one the cloud has for the
 question's selector and ``associationPropertyMetadata`` (:meth:`~iac_code_resource_selector.cloud.CloudQuery.find`);
-else only the selector's pattern is checked. A replay of a taken answer is not queried again."""
+else only the selector's pattern is checked (always for a derived selector). A replay of a taken answer is not
+queried again. On a server whose runtime cannot resume the call (not ``agent-runtime: llm``, e.g. restarted with
+the offline runtime) every answer is refused with ``runtime is unavailable`` and the question keeps waiting."""
 
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ UNCHECKED = "selector value cannot be checked now"
 class AnswerGate:
     """Refuses bad answers to a selection (see the module docstring); every other turn goes on untouched."""
 
-    def __init__(self, store: SelectionStore, query: CloudQuery | None = None) -> None:
+    def __init__(self, store: SelectionStore, query: CloudQuery | None = None, runtime_ready: bool = True) -> None:
         self.store = store
         self.query = query
+        self.runtime_ready = runtime_ready
 
     def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
         return None
@@ -37,7 +40,10 @@ class AnswerGate:
             answer, record = answers.check(self.store, task_id, context_id, metadata.get("inputResponse"))
         except answers.Invalid as exc:
             return answers.PREFIX + str(exc)
-        if self.query is None or answer["status"] != "selected" or record["state"] != "pending":
+        if not self.runtime_ready:
+            return answers.PREFIX + "runtime is unavailable"
+        if (self.query is None or answer["status"] != "selected" or record["state"] != "pending"
+                or record["selector"].get("source") is not None):
             return None
         selector = record["selector"]
         try:

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from iac_code.api import CardExtension, InterfaceInfo, PluginContext, ToolSpec, TurnGateSpec, hookimpl
 from iac_code_resource_selector import capability, settings
+from iac_code_resource_selector.backup import SelectionBackup, backup_dir
 from iac_code_resource_selector.cloud import CloudQuery
 from iac_code_resource_selector.gate import AnswerGate
 from iac_code_resource_selector.settings import QuerySettings, SelectorConfig
@@ -26,14 +27,26 @@ def cloud_query(kernel: PluginContext) -> CloudQuery | None:
     return CloudQuery.from_settings(QuerySettings.from_config(kernel.config))
 
 
+def selection_store(kernel: PluginContext) -> SelectionStore:
+    """The server's checkpoints, with their critical backup when a backup directory is configured."""
+    directory = backup_dir(kernel.config)
+    return SelectionStore(kernel.state_dir, SelectionBackup(directory) if directory is not None else None)
+
+
+def runtime_ready(kernel: PluginContext) -> bool:
+    """Whether this server's runtime can resume a selection call (the built-in ``llm`` runtime)."""
+    config = kernel.config
+    return str(getattr(config, "agent_runtime", "")) == "llm" and not str(getattr(config, "agent_executor", ""))
+
+
 def create_tool(kernel: PluginContext) -> SelectCloudResource:
     """The server's ``select_cloud_resource`` tool."""
-    return SelectCloudResource(SelectionStore(kernel.state_dir), query=cloud_query(kernel))
+    return SelectCloudResource(selection_store(kernel), query=cloud_query(kernel))
 
 
 def create_gate(kernel: PluginContext) -> AnswerGate:
     """The server's answer gate."""
-    return AnswerGate(SelectionStore(kernel.state_dir), cloud_query(kernel))
+    return AnswerGate(selection_store(kernel), cloud_query(kernel), runtime_ready(kernel))
 
 
 @hookimpl
