@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import connect_client, start_server
@@ -232,9 +232,10 @@ def _resign(record: dict[str, Any]) -> None:
     (_edit(lambda r: r.update(tool="ask_user_question")), "selector tool changed"),
     (_edit(lambda r: r.update(prompt="Which security group?")), "selector payload changed"),
     (_edit(lambda r: r["selector"].update(id="vswitch_id")), "selector payload changed"),
+    (_edit(lambda r: r.update(ownerRef="sha256:" + "1" * 64)), "selector payload changed"),
     (_edit(lambda r: (r["selector"].update(profileHash="sha256:" + "0" * 64), _resign(r))),
      "selector profile mismatch"),
-], ids=["unreadable", "incomplete", "contract", "tool", "prompt", "selector", "profile"])
+], ids=["unreadable", "incomplete", "contract", "tool", "prompt", "selector", "owner", "profile"])
 async def test_a_checkpoint_changed_while_the_server_was_down_is_refused(edit: Callable[[Path], None], reason: str,
                                                                         tmp_path: Path) -> None:
     async with OpenAIStub([_select(ASK), _done()]) as stub:
@@ -249,3 +250,25 @@ async def test_a_checkpoint_changed_while_the_server_was_down_is_refused(edit: C
         assert message == "resource_selection_resume_invalid: " + reason
         assert not re.search(r"/tmp|/work|Traceback", message)
         assert path.read_bytes() == edited and len(stub.requests) == 1  # nothing changed, nothing ran
+
+
+async def test_an_answer_from_another_owner_is_refused(tmp_path: Path) -> None:
+    settings_extra = {"token": "t-bearer", "api-key": "k-other-caller"}
+    async with OpenAIStub([_select(ASK), _done("Taken.")]) as stub, \
+            start_server({**_settings(stub, tmp_path / "state"), **settings_extra}) as server, \
+            connect_client(server, headers={"Authorization": "Bearer t-bearer"}) as client, \
+            connect_client(server, headers={"X-API-Key": "k-other-caller"}) as other:
+        ids, asked = await _ask(client)
+        record = json.loads(_record(tmp_path / "state", asked["inputId"]).read_text())
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", record["ownerRef"])
+        # The answer as a new message of the other principal: the question is another owner's.
+        assert await _refused(other, _answer(asked), {}) == "Task belongs to a different owner"
+        # Sent on the task itself: owner scoping hides another owner's task (as for every message).
+        with pytest.raises(TaskNotFoundError):
+            await _updates(other, _request("x", {"inputResponse": _answer(asked)}, task_id=ids["task_id"]))
+        # The owner's own answer without the task: not this task's (correlation), not an owner problem.
+        assert await _refused(client, _answer(asked), {}) == "resource_selection_resume_invalid: correlation mismatch"
+        assert json.loads(_record(tmp_path / "state", asked["inputId"]).read_text())["state"] == "pending"
+        updates = await _updates(client, _request("ok", {"inputResponse": _answer(asked)}, **ids))
+    assert [_meta(u)["inputReceived"]["replayed"] for u in updates if "inputReceived" in _meta(u)] == [False]
+    assert len(stub.requests) == 2

@@ -16,6 +16,7 @@ from typing import Any
 from iac_code.api import TurnPoint
 from iac_code_resource_selector import answers
 from iac_code_resource_selector.cloud import CloudQuery, QueryError
+from iac_code_resource_selector.owners import DIFFERENT_OWNER, TurnOwners, owner_ref
 from iac_code_resource_selector.store import SelectionStore
 
 UNCHECKED = "selector value cannot be checked now"
@@ -24,12 +25,15 @@ UNCHECKED = "selector value cannot be checked now"
 class AnswerGate:
     """Refuses bad answers to a selection (see the module docstring); every other turn goes on untouched."""
 
-    def __init__(self, store: SelectionStore, query: CloudQuery | None = None, runtime_ready: bool = True) -> None:
+    def __init__(self, store: SelectionStore, query: CloudQuery | None = None, runtime_ready: bool = True,
+                 owners: TurnOwners | None = None) -> None:
         self.store = store
         self.query = query
         self.runtime_ready = runtime_ready
+        self.owners = owners if owners is not None else TurnOwners()
 
     def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
+        self.owners.started(task_id, owner)  # the tool's checkpoint names this turn's owner
         return None
 
     async def admit_message(self, owner: str, context_id: str, task_id: str,
@@ -37,9 +41,10 @@ class AnswerGate:
         if not answers.is_selection(metadata):
             return None
         try:
-            answer, record = answers.check(self.store, task_id, context_id, metadata.get("inputResponse"))
+            answer, record = answers.check(self.store, task_id, context_id, metadata.get("inputResponse"),
+                                           owner=owner_ref(owner))
         except answers.Invalid as exc:
-            return answers.PREFIX + str(exc)
+            return str(exc) if str(exc) == DIFFERENT_OWNER else answers.PREFIX + str(exc)
         if not self.runtime_ready:
             return answers.PREFIX + "runtime is unavailable"
         if (self.query is None or answer["status"] != "selected" or record["state"] != "pending"

@@ -14,6 +14,7 @@ from iac_code_resource_selector import capability, settings
 from iac_code_resource_selector.backup import SelectionBackup, backup_dir
 from iac_code_resource_selector.cloud import CloudQuery
 from iac_code_resource_selector.gate import AnswerGate
+from iac_code_resource_selector.owners import registry
 from iac_code_resource_selector.settings import QuerySettings, SelectorConfig
 from iac_code_resource_selector.store import SelectionStore
 from iac_code_resource_selector.tool import NAME, SCHEMA, SelectCloudResource
@@ -41,12 +42,13 @@ def runtime_ready(kernel: PluginContext) -> bool:
 
 def create_tool(kernel: PluginContext) -> SelectCloudResource:
     """The server's ``select_cloud_resource`` tool."""
-    return SelectCloudResource(selection_store(kernel), query=cloud_query(kernel))
+    return SelectCloudResource(selection_store(kernel), query=cloud_query(kernel), owners=registry(kernel.state_dir))
 
 
 def create_gate(kernel: PluginContext) -> AnswerGate:
     """The server's answer gate."""
-    return AnswerGate(selection_store(kernel), cloud_query(kernel), runtime_ready(kernel))
+    return AnswerGate(selection_store(kernel), cloud_query(kernel), runtime_ready(kernel),
+                      registry(kernel.state_dir))
 
 
 @hookimpl

@@ -35,8 +35,8 @@ class Unreadable(Exception):
 
 
 def payload_digest(record: dict[str, Any]) -> str:
-    """The digest of what a record asked: task, context, tool-use id, prompt and selector."""
-    payload = {k: record.get(k) for k in ("taskId", "contextId", "toolUseId", "prompt", "selector")}
+    """The digest of what a record asked: task, owner, context, tool-use id, prompt and selector."""
+    payload = {k: record.get(k) for k in ("taskId", "ownerRef", "contextId", "toolUseId", "prompt", "selector")}
     return "sha256:" + hashlib.sha256(canonical(payload)).hexdigest()
 
 

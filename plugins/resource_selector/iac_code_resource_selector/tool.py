@@ -34,6 +34,7 @@ from iac_code.api import (
 from iac_code_resource_selector import answers, capability
 from iac_code_resource_selector.backup import BackupFailed
 from iac_code_resource_selector.cloud import CloudQuery, QueryError
+from iac_code_resource_selector.owners import TurnOwners
 from iac_code_resource_selector.profiles import BY_ID, PROFILE_HASH, PROFILES, Profile
 from iac_code_resource_selector.store import TOOL, SelectionStore, Unreadable, payload_digest
 
@@ -85,10 +86,11 @@ class SelectCloudResource:
     name = NAME
 
     def __init__(self, store: SelectionStore, environ: Mapping[str, str] | None = None,
-                 query: CloudQuery | None = None) -> None:
+                 query: CloudQuery | None = None, owners: TurnOwners | None = None) -> None:
         self.store = store
         self._env = environ
         self.query = query
+        self.owners = owners if owners is not None else TurnOwners()
 
     def offered(self, context: ToolContext) -> bool:
         reason = capability.not_offered(context.metadata, self._env)
@@ -139,6 +141,9 @@ class SelectCloudResource:
         record = {"inputId": input_id, "taskId": context.task_id, "contextId": context.context_id,
                   "toolUseId": tool_use_id, "state": "pending", "selector": selector, "prompt": question.strip(),
                   "tool": NAME}
+        owner = self.owners.of(context.task_id)
+        if owner is not None:
+            record["ownerRef"] = owner
         record["payloadDigest"] = payload_digest(record)
         try:  # durable (and backed up) before the question is published
             self.store.write(record, critical=True)
