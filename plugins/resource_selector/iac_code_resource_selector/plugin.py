@@ -74,7 +74,8 @@ def iac_code_card_extensions(config: Any, interfaces: list[InterfaceInfo]) -> li
 def iac_code_tools() -> list[ToolSpec]:
     return [ToolSpec(name=NAME, create=create_tool,
                      description="Ask the user to pick an existing cloud resource (a VPC, vSwitch, security group "
-                                 "or ECS instance type) for a template parameter; the turn waits for the choice, "
+                                 "or ECS instance type, or a value derived from an earlier choice: a vSwitch's zone, "
+                                 "a VPC's CIDR block) for a template parameter; the turn waits for the choice, "
                                  "which comes back as this tool's result.",
                      parameters=SCHEMA)]
 
