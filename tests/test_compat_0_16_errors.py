@@ -19,7 +19,7 @@ ones we produce that were not asserted anywhere, and the bindings that were miss
 * §5 the three ``Permission responses …`` texts: ``tests/test_permission_text_part.py`` (all bindings).
 * §7/§8 execution control: every 400/404/409 text in ``plugins/execution_control/tests/``; here the 503
   ``Session restore is unavailable.`` (HTTP route and JSON-RPC method, ``task-store: redis``).
-* §9 ``resource_selection_resume_invalid: …``: ``tests/test_resource_selector.py``.
+* §9 ``resource_selection_resume_invalid: …``: ``tests/test_resource_selector.py``, ``tests/test_resource_selector_resume.py``.
 * §10 ``afterSequence must be a non-negative integer``: ``plugins/pipeline_selling/tests/test_state_route.py``.
 
 Not produced by this server (see ``docs/compatibility.md``), so not asserted: ``Pipeline already running.
