@@ -27,8 +27,9 @@ Not produced by this server (see ``docs/compatibility.md``), so not asserted: ``
 Resume task {task_id}.``, ``Session backup is still synchronizing. Retry after 3 seconds.`` /
 ``SESSION_BACKUP_NOT_READY``, the STS/OAuth identity codes, ``permission checkpoint is unavailable.``,
 ``session transcript is unavailable.``, ``permission generation changed``. Produced but not asserted (no
-deterministic way to reach them from outside): ``Execution control is unavailable.`` (only between the controller's stop and the transports' close, which close first), ``Unable to
-restore the A2A session.`` (an unreadable context snapshot), ``permission decision conflicts with active
+deterministic way to reach them from outside): ``Execution control is unavailable.`` (only between the
+controller's stop and the transports' close, which close first), ``Unable to restore the A2A session.`` (an
+unreadable context snapshot), ``permission decision conflicts with active
 recovery.`` (a second, different answer while a resumed turn runs).
 """
 
