@@ -19,16 +19,17 @@ ones we produce that were not asserted anywhere, and the bindings that were miss
 * §5 the three ``Permission responses …`` texts: ``tests/test_permission_text_part.py`` (all bindings).
 * §7/§8 execution control: every 400/404/409 text in ``plugins/execution_control/tests/``; here the 503
   ``Session restore is unavailable.`` (HTTP route and JSON-RPC method, ``task-store: redis``).
-* §9 ``resource_selection_resume_invalid: …``: ``tests/test_resource_selector.py``.
+* §9 ``resource_selection_resume_invalid: …`` and ``Task belongs to a different owner``:
+  ``tests/test_resource_selector.py``, ``tests/test_resource_selector_resume.py``.
 * §10 ``afterSequence must be a non-negative integer``: ``plugins/pipeline_selling/tests/test_state_route.py``.
 
 Not produced by this server (see ``docs/compatibility.md``), so not asserted: ``Pipeline already running.
 Resume task {task_id}.``, ``Session backup is still synchronizing. Retry after 3 seconds.`` /
 ``SESSION_BACKUP_NOT_READY``, the STS/OAuth identity codes, ``permission checkpoint is unavailable.``,
-``session transcript is unavailable.``, ``permission generation changed``, ``Task belongs to a different
-owner``. Produced but not asserted (no deterministic way to reach them from outside): ``Execution control is
-unavailable.`` (only between the controller's stop and the transports' close, which close first), ``Unable to
-restore the A2A session.`` (an unreadable context snapshot), ``permission decision conflicts with active
+``session transcript is unavailable.``, ``permission generation changed``. Produced but not asserted (no
+deterministic way to reach them from outside): ``Execution control is unavailable.`` (only between the
+controller's stop and the transports' close, which close first), ``Unable to restore the A2A session.`` (an
+unreadable context snapshot), ``permission decision conflicts with active
 recovery.`` (a second, different answer while a resumed turn runs).
 """
 

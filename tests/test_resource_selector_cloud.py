@@ -318,3 +318,20 @@ async def test_half_a_key_pair_is_a_start_up_error(tmp_path: Path) -> None:
     assert code == 2, err
     assert "'resource-selector-access-key-id' and 'resource-selector-access-key-secret' go together" in err
     assert "Traceback" not in err
+
+
+async def test_a_derived_selector_is_not_queried(credentials: None, cloud: OpenApiFake, tmp_path: Path) -> None:
+    source = {"selector_id": "vpc_id", "value": "vpc-a"}
+    async with _serve(cloud, tmp_path, [_select({**_ask("vpc_cidr_block"), "source": source}),
+                                        _done("Carving from it.")]) as served:
+        final, _ = await _start(served)
+        asked = _asked(final)
+        assert asked["selector"]["outputKind"] == "derived_value" and asked["selector"]["source"] == source
+        assert asked["selector"]["valueCheck"] == "pattern" and "options" not in asked["selector"]
+        ids = {"task_id": final["taskId"], "context_id": final["contextId"]}
+        with pytest.raises(InvalidParamsError, match="^resource_selection_resume_invalid: source mismatch$"):
+            await _send(served.client, _request("x", {"inputResponse": _answer(asked, "172.16.0.0/12")}, **ids))
+        await _send(served.client, _request("ok", {"inputResponse": {**_answer(asked, "172.16.0.0/12"),
+                                                                     "source": source}}, **ids))
+        assert _tool_result(served.stub, 1)["result"]["value"] == "172.16.0.0/12"
+        assert cloud.requests == []  # the client supplies a derived value; the cloud is not asked

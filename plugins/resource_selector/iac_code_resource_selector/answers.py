@@ -9,6 +9,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from iac_code_resource_selector.owners import DIFFERENT_OWNER
 from iac_code_resource_selector.profiles import BY_ID, PROFILE_HASH, canonical
 from iac_code_resource_selector.store import INPUT_ID, SelectionStore, Unreadable
 
@@ -80,13 +81,22 @@ def digest(answer: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical(dict(answer))).hexdigest()
 
 
-def check(store: SelectionStore, task_id: str, context_id: str, response: Any) -> tuple[dict[str, Any],
-                                                                                       dict[str, Any]]:
+def check(store: SelectionStore, task_id: str, context_id: str, response: Any,
+          owner: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The answer and its checkpoint, when the answer may be taken (first time or replay); ``Invalid`` else.
 
-    ``task_id``/``context_id`` are the message's (the task it is sent on, that task's context).
+    ``task_id``/``context_id`` are the message's (the task it is sent on, that task's context); ``owner`` the
+    caller's owner digest (:func:`~iac_code_resource_selector.owners.owner_ref`): an answer to a question another
+    owner's turn asked is refused with ``Task belongs to a different owner`` (no prefix: the spec's own text).
     """
     answer = read_answer(response)
+    if owner is not None:
+        try:
+            asked = store.read(answer["inputId"])
+        except Unreadable:
+            asked = None
+        if asked is not None and asked.get("ownerRef") not in (None, owner):
+            raise Invalid(DIFFERENT_OWNER)
     if not task_id or task_id != answer["requestTaskId"]:
         raise Invalid("correlation mismatch")
     if context_id and context_id != answer["contextId"]:
@@ -107,13 +117,15 @@ def check(store: SelectionStore, task_id: str, context_id: str, response: Any) -
     if "selectorId" in answer and answer["selectorId"] != selector.get("id"):
         raise Invalid("selector mismatch")
     profile = BY_ID.get(str(selector.get("id")))
-    if profile is None or selector.get("profileHash") != PROFILE_HASH:
+    if (profile is None or selector.get("profileHash") != PROFILE_HASH
+            or selector.get("outputKind") != profile.output_kind
+            or (selector.get("source") or {}).get("selector_id") != profile.source):
         raise Invalid("selector profile mismatch")
     if answer["status"] == "selected":
         source = selector.get("source")
         if answer.get("source") != source if source is not None else "source" in answer:
             raise Invalid("source mismatch")
-        if not profile.valid(answer["value"]):
+        if not profile.valid(answer["value"], selector.get("associationPropertyMetadata")):
             raise Invalid("selector value is invalid")
     if record["state"] in ("claimed", "resolved") and record.get("answerDigest") != digest(answer):
         raise Invalid("answer conflicts with prior answer")

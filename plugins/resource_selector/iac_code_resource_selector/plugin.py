@@ -11,8 +11,10 @@ from pydantic import BaseModel
 
 from iac_code.api import CardExtension, InterfaceInfo, PluginContext, ToolSpec, TurnGateSpec, hookimpl
 from iac_code_resource_selector import capability, settings
+from iac_code_resource_selector.backup import SelectionBackup, backup_dir
 from iac_code_resource_selector.cloud import CloudQuery
 from iac_code_resource_selector.gate import AnswerGate
+from iac_code_resource_selector.owners import registry
 from iac_code_resource_selector.settings import QuerySettings, SelectorConfig
 from iac_code_resource_selector.store import SelectionStore
 from iac_code_resource_selector.tool import NAME, SCHEMA, SelectCloudResource
@@ -26,14 +28,27 @@ def cloud_query(kernel: PluginContext) -> CloudQuery | None:
     return CloudQuery.from_settings(QuerySettings.from_config(kernel.config))
 
 
+def selection_store(kernel: PluginContext) -> SelectionStore:
+    """The server's checkpoints, with their critical backup when a backup directory is configured."""
+    directory = backup_dir(kernel.config)
+    return SelectionStore(kernel.state_dir, SelectionBackup(directory) if directory is not None else None)
+
+
+def runtime_ready(kernel: PluginContext) -> bool:
+    """Whether this server's runtime can resume a selection call (the built-in ``llm`` runtime)."""
+    config = kernel.config
+    return str(getattr(config, "agent_runtime", "")) == "llm" and not str(getattr(config, "agent_executor", ""))
+
+
 def create_tool(kernel: PluginContext) -> SelectCloudResource:
     """The server's ``select_cloud_resource`` tool."""
-    return SelectCloudResource(SelectionStore(kernel.state_dir), query=cloud_query(kernel))
+    return SelectCloudResource(selection_store(kernel), query=cloud_query(kernel), owners=registry(kernel.state_dir))
 
 
 def create_gate(kernel: PluginContext) -> AnswerGate:
     """The server's answer gate."""
-    return AnswerGate(SelectionStore(kernel.state_dir), cloud_query(kernel))
+    return AnswerGate(selection_store(kernel), cloud_query(kernel), runtime_ready(kernel),
+                      registry(kernel.state_dir))
 
 
 @hookimpl
@@ -59,7 +74,8 @@ def iac_code_card_extensions(config: Any, interfaces: list[InterfaceInfo]) -> li
 def iac_code_tools() -> list[ToolSpec]:
     return [ToolSpec(name=NAME, create=create_tool,
                      description="Ask the user to pick an existing cloud resource (a VPC, vSwitch, security group "
-                                 "or ECS instance type) for a template parameter; the turn waits for the choice, "
+                                 "or ECS instance type, or a value derived from an earlier choice: a vSwitch's zone, "
+                                 "a VPC's CIDR block) for a template parameter; the turn waits for the choice, "
                                  "which comes back as this tool's result.",
                      parameters=SCHEMA)]
 

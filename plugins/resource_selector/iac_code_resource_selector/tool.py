@@ -32,13 +32,15 @@ from iac_code.api import (
     TurnFailed,
 )
 from iac_code_resource_selector import answers, capability
+from iac_code_resource_selector.backup import BackupFailed
 from iac_code_resource_selector.cloud import CloudQuery, QueryError
-from iac_code_resource_selector.profiles import BY_ID, PROFILE_HASH, PROFILES
-from iac_code_resource_selector.store import SelectionStore
+from iac_code_resource_selector.owners import TurnOwners
+from iac_code_resource_selector.profiles import BY_ID, PROFILE_HASH, PROFILES, Profile
+from iac_code_resource_selector.store import TOOL, SelectionStore, Unreadable, payload_digest
 
 logger = logging.getLogger(__name__)
 
-NAME = "select_cloud_resource"
+NAME = TOOL
 NOT_ANSWERED = "the user sent a new request instead of choosing a resource"
 SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -49,9 +51,28 @@ SCHEMA: Mapping[str, Any] = {
         "association_property_metadata": {
             "type": "object", "additionalProperties": {"type": "string"},
             "description": "What narrows the choice, as ROS associationPropertyMetadata (e.g. RegionId, VpcId)."},
+        "source": {
+            "type": "object", "properties": {"selector_id": {"type": "string"}, "value": {"type": "string"}},
+            "required": ["selector_id", "value"],
+            "description": "Only for a derived selector (" + ", ".join(
+                f"{p.id} from {p.source}" for p in PROFILES if p.source) + "): the earlier answer it derives from."},
     },
     "required": ["selector", "question"],
 }
+
+
+def _source(profile: Profile, given: Any) -> dict[str, str] | None | str:
+    """The question's ``source``: ``None`` for a selector that is not derived, the ``{selector_id, value}`` of a
+    derived one; a string is the error (a missing, foreign or malformed source)."""
+    if profile.source is None:
+        return None if given is None else f"invalid source: {profile.id} is not a derived selector"
+    if not isinstance(given, Mapping) or set(given) != {"selector_id", "value"}:
+        return f"invalid source: {profile.id} derives from a {profile.source} answer: give {{selector_id, value}}"
+    base = BY_ID[profile.source]
+    value = given.get("value")
+    if given.get("selector_id") != base.id or not isinstance(value, str) or not base.valid(value):
+        return f"invalid source: {profile.id} derives from a {profile.source} answer ({base.pattern})"
+    return {"selector_id": base.id, "value": value}
 
 
 def _ack(answer: Mapping[str, Any], replayed: bool) -> dict[str, Any]:
@@ -65,10 +86,11 @@ class SelectCloudResource:
     name = NAME
 
     def __init__(self, store: SelectionStore, environ: Mapping[str, str] | None = None,
-                 query: CloudQuery | None = None) -> None:
+                 query: CloudQuery | None = None, owners: TurnOwners | None = None) -> None:
         self.store = store
         self._env = environ
         self.query = query
+        self.owners = owners if owners is not None else TurnOwners()
 
     def offered(self, context: ToolContext) -> bool:
         reason = capability.not_offered(context.metadata, self._env)
@@ -93,12 +115,18 @@ class SelectCloudResource:
         if not isinstance(extra, Mapping) or not all(isinstance(k, str) and isinstance(v, str) and len(v) <= 1024
                                                      for k, v in extra.items()):
             return ToolOutcome(error="invalid association_property_metadata: an object of strings")
+        source = _source(profile, tool_input.get("source"))
+        if isinstance(source, str):
+            return ToolOutcome(error=source)
+        waiting = self.store.pending_in(context.context_id) if context.context_id else None
+        if waiting is not None:
+            return ToolOutcome(error=answers.PREFIX + "input already pending")
         tool_use_id = context.tool_use_id
         input_id = f"resource-{uuid.uuid4().hex}"
         selector = {"id": profile.id, "associationProperty": profile.association_property,
-                    "outputKind": profile.output_kind, "associationPropertyMetadata": dict(extra), "source": None,
+                    "outputKind": profile.output_kind, "associationPropertyMetadata": dict(extra), "source": source,
                     "profileHash": PROFILE_HASH, "valueCheck": "pattern"}
-        if self.query is not None:
+        if self.query is not None and profile.source is None:  # a derived value is checked by its pattern
             try:
                 listing = await self.query.options(profile.id, selector["associationPropertyMetadata"])
             except QueryError as exc:
@@ -110,9 +138,18 @@ class SelectCloudResource:
         envelope = {"schemaVersion": 1, "kind": answers.KIND, "requestTaskId": context.task_id,
                     "contextId": context.context_id, "inputId": input_id, "toolUseId": tool_use_id,
                     "prompt": question.strip(), "required": True, "selector": selector}
-        self.store.write({"inputId": input_id, "taskId": context.task_id, "contextId": context.context_id,
-                          "toolUseId": tool_use_id, "state": "pending", "selector": selector,
-                          "prompt": question.strip()})  # durable before the question is published
+        record = {"inputId": input_id, "taskId": context.task_id, "contextId": context.context_id,
+                  "toolUseId": tool_use_id, "state": "pending", "selector": selector, "prompt": question.strip(),
+                  "tool": NAME}
+        owner = self.owners.of(context.task_id)
+        if owner is not None:
+            record["ownerRef"] = owner
+        record["payloadDigest"] = payload_digest(record)
+        try:  # durable (and backed up) before the question is published
+            self.store.write(record, critical=True)
+        except BackupFailed as exc:
+            logger.warning("Selection %s not asked: its backup failed (%s)", input_id, exc)
+            return ToolOutcome(error=f"the selection could not be backed up ({exc}); the question was not asked")
         return ToolOutcome(result={"status": "waiting_for_selection", "inputId": input_id},
                            pause=InputPause(text=question.strip(), input_required=envelope,
                                             state={"inputId": input_id}))
@@ -131,13 +168,15 @@ class SelectCloudResource:
                                end_turn=True)
             return Resumed(events=(Progress(_ack(answer, True), final=True),), end_turn=True)
         input_id = str(state.get("inputId", ""))
+        reason = "checkpoint is unreadable"
         try:
             record = self.store.read(input_id)
+        except Unreadable as exc:
+            record, reason = None, str(exc)
         except Exception:
             record = None
         if record is None:
-            return Resumed(events=(TurnFailed(answers.PREFIX + "checkpoint is unreadable", retryable=True),),
-                           end_turn=True)
+            return Resumed(events=(TurnFailed(answers.PREFIX + reason, retryable=True),), end_turn=True)
         tool_use_id = record["toolUseId"]
         if not answers.is_selection(context.metadata) or response.get("inputId") != input_id:
             self.store.write({**record, "state": "abandoned"})
