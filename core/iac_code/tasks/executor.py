@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -506,8 +506,14 @@ class RuntimeExecutor(AgentExecutor):
             events = resume(turn, frame)
         except NotImplementedError:  # a router whose runtime for this turn cannot resume
             raise invalid(UNAVAILABLE) from None
+        # Progress the runtime publishes while it gets ready again (an MCP plugin's server status, say) may come
+        # before the paused call's request; it is published after the recovery, in order.
+        preamble: list[Progress] = []
         try:
             first = await anext(events)
+            while isinstance(first, Progress) and not first.final and len(preamble) < RESUME_PREAMBLE_LIMIT:
+                preamble.append(first)
+                first = await anext(events)
         except StopAsyncIteration:
             first = None
         except Exception:
@@ -520,7 +526,7 @@ class RuntimeExecutor(AgentExecutor):
                 with contextlib.suppress(Exception):
                     await closing()
             raise invalid(REQUEST_CHANGED)
-        return Resumption(record, turn, first, events)
+        return Resumption(record, turn, first, _after(preamble, events) if preamble else events)
 
     async def _resume(self, resumption: Resumption, reserved: ContextState, updater: TaskUpdater,
                       call_context: ServerCallContext) -> None:
@@ -569,3 +575,21 @@ class RuntimeExecutor(AgentExecutor):
                            resolve_user_scope(context.call_context) if gates else "")
         language = getattr(context.call_context.state.get(INPUT_STATE_KEY), "language", None)
         await updater.cancel(agent_message(task_id, context_id, "5", translator(language)(m.TASK_CANCELED)))
+
+
+RESUME_PREAMBLE_LIMIT = 32
+"""Progress events a resuming runtime may publish before the paused call's permission request."""
+
+
+async def _after(first: Sequence[Any], rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """``first``'s events, then ``rest``'s; closing this closes ``rest``."""
+    try:
+        for event in first:
+            yield event
+        async for event in rest:
+            yield event
+    finally:
+        closing = getattr(rest, "aclose", None)
+        if closing is not None:
+            with contextlib.suppress(Exception):
+                await closing()

@@ -2,7 +2,7 @@
 
 ``python demo_server.py stdio [--token=...]``, ``python demo_server.py http PORT`` (Streamable HTTP, ``/mcp``) or
 ``python demo_server.py sse PORT`` (SSE, ``/sse``). Tools: ``echo`` (read-only),
-``count_up`` (progress notifications), ``slow`` (waits; writes ``started`` / ``cancelled`` to ``$DEMO_MARKER``),
+``count_up`` (progress notifications; writes ``counted`` to ``$DEMO_MARKER``), ``slow`` (waits; writes ``started`` / ``cancelled`` to ``$DEMO_MARKER``),
 ``fail`` (an error result), ``big`` (a large result), ``crash`` (the process exits).
 """
 
@@ -37,6 +37,7 @@ async def count_up(steps: int, ctx: Context) -> str:
     """Count to ``steps``, reporting progress at each step."""
     for n in range(1, steps + 1):
         await ctx.report_progress(n, steps, f"step {n} of {steps}")
+    _mark("counted")
     return f"counted to {steps}"
 
 

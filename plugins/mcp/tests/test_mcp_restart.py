@@ -1,7 +1,8 @@
 """Project-server answers are durable: ``iac-code a2a`` runs as its own process on a persistence directory and
 is killed with SIGKILL (``kill -9``); after the restart a denied ``.mcp.json`` server stays denied without a
 question, an approved one starts without a question, a new context (or a changed definition) is asked, and a
-question that was still open when the process died leaves its task interrupted (it is not a durable wait)."""
+question that was still open when the process died leaves its task interrupted (it is not a durable wait); a paused
+MCP tool call is a durable wait: answered after the restart, the call runs once."""
 
 from __future__ import annotations
 
@@ -188,3 +189,40 @@ async def test_the_kept_answers_are_bounded_and_an_unreadable_file_allows_nothin
     await broken.put(keys[0], True)
     assert json.loads((tmp_path / FILE_NAME).read_text())["decisions"][0]["decision"] == "approved"
     assert ApprovalStore(tmp_path, limit=2).get(keys[0]) is True
+
+
+@pytest.mark.timeout(300)
+async def test_a_paused_mcp_call_is_answered_after_kill_9_and_runs_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resumed runtime starts its MCP servers again (publishing ``mcpStatus``) before it asks the same call's
+    permission: the answer still resumes exactly that call."""
+    config_dir, workspace, marker = tmp_path / "home", tmp_path / "work", tmp_path / "marker"
+    workspace.mkdir()
+    config_dir.mkdir()
+    monkeypatch.delenv("IAC_CODE_A2A_SAFE_MODE", raising=False)
+    server = {"command": sys.executable, "args": [SERVER, "stdio"], "env": {"DEMO_MARKER": str(marker)}}
+    (config_dir / "mcp.json").write_text(json.dumps({"mcpServers": {"demo": server}}))
+
+    async with _process(config_dir, workspace) as (proc, url), connect_client(url, timeout=60) as client:
+        paused = await _send(client, "use the demo MCP server to count_up steps=2", "ctx-paused")
+        [envelope] = _all(paused, "input")
+        assert envelope["toolName"] == "mcp__demo__count_up"
+        assert _updates(paused)[-1]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        await _kill_9(proc)
+    assert not marker.exists()
+
+    async with _process(config_dir, workspace) as (proc, url), connect_client(url, timeout=60) as client:
+        task = MessageToDict(await client.get_task(GetTaskRequest(id=envelope["requestTaskId"])))
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        answer = permission_answer_request(envelope, "allow_once", message_id="after-restart")
+        resumed = [MessageToDict(e) async for e in client.send_message(answer)]
+        assert _all(resumed, "permissionRecovered") == [
+            {"inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"]}]
+        [received] = _all(resumed, "inputReceived")
+        assert received["recovered"] is True and received["duplicate"] is False
+        assert "counted to 2" in _said(resumed)
+        assert _all(resumed, "mcpStatus"), "the restarted server's status is published after the recovery"
+        again = permission_answer_request(envelope, "allow_once", message_id="after-restart-again")
+        repeated = [MessageToDict(e) async for e in client.send_message(again)]
+        assert repeated and "counted to 2" not in _said(repeated)
+    assert marker.read_text().split() == ["counted"]  # the call ran exactly once
