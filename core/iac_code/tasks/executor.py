@@ -490,8 +490,9 @@ class RuntimeExecutor(AgentExecutor):
 
     async def open_resume(self, record: dict[str, Any], reserved: ContextState, metadata: Mapping[str, Any],
                           llm_headers: Mapping[str, str]) -> Resumption:
-        """Rebuild the turn of a claimed boundary and start the runtime's ``resume_turn`` up to its first event,
-        which must be the permission request of the paused call (checked against the checkpoint's digest).
+        """Rebuild the turn of a claimed boundary and start the runtime's ``resume_turn`` up to its first event
+        other than :class:`Progress`, which must be the permission request of the paused call (checked against
+        the checkpoint's digest); the progress before it is published after the recovery.
 
         Raises the ``-32602`` of an unavailable runtime or a changed request; the context's session is then
         the boundary's (as it was at the question)."""
