@@ -329,6 +329,24 @@ async def test_a_tool_name_in_pieces_and_an_unknown_tool(tmp_path: Path, monkeyp
         assert "Reviewed." in _texts(events)
 
 
+async def test_safe_mode_offers_and_runs_only_its_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       http: aiohttp.ClientSession) -> None:
+    """``IAC_CODE_A2A_SAFE_MODE``: the model is offered only the safe-mode tools, and a call of another one (a
+    write) is an unknown tool: nothing is asked, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IAC_CODE_A2A_SAFE_MODE", "on")
+    write = json.dumps({"path": "main.tf", "content": "resource {}"})
+    async with OpenAIStub([
+        Reply.stream([*tool_call_chunks(0, "call-1", "write_file", write), finish_chunk("tool_calls")]),
+        Reply.stream([text_chunk("I cannot write in safe mode."), finish_chunk("stop")]),
+    ]) as stub, start_server(_settings(stub)) as server:
+        events = await _stream(http, server.url, _message("write main.tf"))
+        assert permission_envelope(_updates(events)[-1]) is None and not (tmp_path / "main.tf").exists()
+        offered = {t["function"]["name"] for t in stub.requests[0].body["tools"]}
+        assert "write_file" not in offered and {"generate_template", "read_file"} <= offered
+        assert json.loads(stub.requests[1].body["messages"][-1]["content"]) == {"error": "unknown tool write_file"}
+
+
 def test_settings_are_validated_and_the_key_masked() -> None:
     from iac_code.base.config import masked_settings
     from iac_code.base.errors import StartupError

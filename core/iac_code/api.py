@@ -176,7 +176,7 @@ from iac_code.protocol.framing import (
 )
 from iac_code.security.auth import ANONYMOUS_PRINCIPAL, Principal, PrincipalUser
 from iac_code.security.log_limits import RateLimitedLog
-from iac_code.security.safe_mode import SAFE_MODE_ENV, safe_mode
+from iac_code.security.safe_mode import SAFE_MODE_ENV, SAFE_MODE_TOOLS, safe_mode, safe_mode_tools
 from iac_code.security.workspace import is_protected_file, is_within
 from iac_code.server.cli import CommandContext, command_context, fail, run_until_stopped
 from iac_code.tasks.artifacts import ROUTE_PREFIX as ARTIFACT_ROUTE_PREFIX
@@ -233,6 +233,7 @@ __all__ = [
     "QUESTION_TIMEOUT_SECONDS",
     "RAW_PARAMS_KEY",
     "SAFE_MODE_ENV",
+    "SAFE_MODE_TOOLS",
     "SAFE_POINTS",
     "STREAMING_METHODS",
     "TOO_LARGE",
@@ -396,6 +397,7 @@ __all__ = [
     "run_tool",
     "run_until_stopped",
     "safe_mode",
+    "safe_mode_tools",
     "seq_of",
     "serve_frame",
     "set_working_template",

@@ -22,11 +22,12 @@ import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 SAFE_MODE_ENV = "IAC_CODE_A2A_SAFE_MODE"
 PLACEHOLDER = "[PATH]"
+_T = TypeVar("_T")
 _TRUTHY = frozenset({"1", "true", "yes", "on"})
 _METADATA_DEPTH = 16  # how deep a request's metadata is searched for iac_code.cwd
 
@@ -47,6 +48,26 @@ def safe_mode(environ: Mapping[str, str] | None = None) -> bool:
     servers are not loaded (the MCP plugin asks it)."""
     value = (os.environ if environ is None else environ).get(SAFE_MODE_ENV, "")
     return value.strip().lower() in _TRUTHY
+
+
+# The tools a turn may use in safe mode: the product's list plus the offline engine's own names for the same
+# work: generate_template and convert_terraform (ros_template / ros_template_scratch: a template in memory,
+# nothing written), review_template (ros_diagnostic). write_file is not in it: in safe mode nothing is saved to
+# the workspace. An MCP server's tools are not in it either (no MCP server is loaded).
+SAFE_MODE_TOOLS = frozenset({
+    "read_file", "list_files", "glob", "grep", "aliyun_api", "aliyun_doc_search", "aliyun_api_doc", "ros_stack",
+    "ros_stack_instances", "ros_stack_group", "ros_template", "ros_template_scratch", "ros_diagnostic",
+    "ros_resource_type_registration", "ros_tag", "skill", "read_memory", "write_memory",
+    "generate_template", "convert_terraform", "review_template",
+})
+
+
+def safe_mode_tools(tools: Mapping[str, _T]) -> Mapping[str, _T]:
+    """``tools`` (by name), or in safe mode only those named in :data:`SAFE_MODE_TOOLS`: what a runtime offers
+    and runs this turn."""
+    if not safe_mode():
+        return tools
+    return {name: tool for name, tool in tools.items() if name in SAFE_MODE_TOOLS}
 
 
 def application_root() -> str:

@@ -48,6 +48,7 @@ from iac_code.api import (
     Written,
     offered_tools,
     run_tool,
+    safe_mode_tools,
     translator,
 )
 from iac_code.api import messages as m
@@ -246,7 +247,7 @@ class LlmRuntime:
 
     def _tool_definitions(self, context: ToolContext,
                           offers: Mapping[str, ToolOffer] | None = None) -> list[dict[str, Any]]:
-        table = [(name, spec.description, spec.parameters) for name, (spec, tool) in self._tools.items()
+        table = [(name, spec.description, spec.parameters) for name, (spec, tool) in safe_mode_tools(self._tools).items()
                  if pauses.offered(tool, context)]
         table += [(name, o.description, o.parameters) for name, o in (offers or {}).items()]
         return [{"type": "function", "function": {
@@ -454,7 +455,7 @@ class LlmRuntime:
         """Run one call of the round (``pending``: it and the round's calls after it, for its continuation frame);
         ``resumed``: it paused for its permission before and goes on from there; ``offers``: the turn's tools
         of tool sources (MCP)."""
-        entry = self._tools.get(call.name)
+        entry = safe_mode_tools(self._tools).get(call.name)  # in safe mode, only its tools run
         if entry is None and offers and call.name in offers:
             entry = (None, offers[call.name].tool)
         try:

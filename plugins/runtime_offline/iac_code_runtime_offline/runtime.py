@@ -48,7 +48,7 @@ from iac_code.api import (
     hookimpl,
     offered_tools,
     run_tool,
-    safe_mode,
+    safe_mode_tools,
     translator,
     working_template,
 )
@@ -171,28 +171,6 @@ class OfflineRuntime:
             yield event
             await asyncio.sleep(0)  # a cancellation point between events
         yield Usage(estimate_tokens(turn.prompt), math.ceil((said + len("".join(output))) / 4))
-
-
-# Safe mode (IAC_CODE_A2A_SAFE_MODE, read at each turn): the tools a turn may use. The product's list
-# (read_file, list_files, glob, grep, aliyun_api, aliyun_doc_search, aliyun_api_doc, ros_stack,
-# ros_stack_instances, ros_stack_group, ros_template, ros_template_scratch, ros_diagnostic,
-# ros_resource_type_registration, ros_tag, skill, read_memory, write_memory) plus this engine's own
-# names for the same work: generate_template and convert_terraform (ros_template / ros_template_scratch:
-# a template in memory, nothing written), review_template (ros_diagnostic). write_file is not in it: in
-# safe mode nothing is saved to the workspace (the answer says so).
-SAFE_MODE_TOOLS = frozenset({
-    "read_file", "list_files", "glob", "grep", "aliyun_api", "aliyun_doc_search", "aliyun_api_doc", "ros_stack",
-    "ros_stack_instances", "ros_stack_group", "ros_template", "ros_template_scratch", "ros_diagnostic",
-    "ros_resource_type_registration", "ros_tag", "skill", "read_memory", "write_memory",
-    "generate_template", "convert_terraform", "review_template",
-})
-
-
-def safe_mode_tools(tools: Mapping[str, Tool]) -> Mapping[str, Tool]:
-    """``tools``, or in safe mode only those of :data:`SAFE_MODE_TOOLS`."""
-    if not safe_mode():
-        return tools
-    return {name: tool for name, tool in tools.items() if name in SAFE_MODE_TOOLS}
 
 
 class Session:
