@@ -101,3 +101,29 @@ async def test_a_tool_trace_update_carries_the_session_id(tmp_path: Path, monkey
                   if e.WhichOneof("payload") == "status_update" and "tool" in _iac_code(e.status_update)]
         assert traced, events
         assert all(_iac_code(u)[SESSION_ID_FIELD] == context_id for u in traced)
+
+
+async def test_the_pipeline_envelope_carries_the_session_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """since-0.13.md §2.4: ``iacCodeSessionId`` on each pipeline event (the journal's and the streamed ones)."""
+    monkeypatch.chdir(tmp_path)
+    context_id = f"ctx-{uuid.uuid4().hex[:12]}"
+    prompt = "Deploy a website with a VPC, two ECS instances and an SLB in cn-hangzhou."
+    async with start_server({"persistence-dir": str(tmp_path / "state")}) as server, \
+            connect_client(server, binding="HTTP+JSON") as client:
+        request = _request(prompt, context_id, tmp_path)
+        request.message.metadata.update({"iac_code": {"cwd": str(tmp_path), "run_mode": "pipeline"}})
+
+        async def collect() -> list[Any]:
+            return [event async for event in client.send_message(request)]
+
+        events = await asyncio.wait_for(collect(), SECONDS)
+        updates = [e.status_update for e in events if e.WhichOneof("payload") == "status_update"]
+        streamed = [_iac_code(u)["pipeline"] for u in updates if "pipeline" in _iac_code(u)]
+        streamed += [e for u in updates for e in _iac_code(u).get("pipelineBatch", {}).get("events", [])]
+        assert streamed and all(e[SESSION_ID_FIELD] == context_id for e in streamed), streamed
+        assert all(_iac_code(u)[SESSION_ID_FIELD] == context_id for u in updates)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(server.url.rstrip("/") + "/iac-code/pipeline/state",
+                                params={"contextId": context_id}, headers=A2A_HEADERS) as reply:
+                journal = (await reply.json())["events"]
+        assert journal and all(e[SESSION_ID_FIELD] == context_id for e in journal)
