@@ -133,3 +133,14 @@ async def test_the_pipeline_switch_is_localised_and_keeps_its_data(binding: str,
                                                       context_id=context_id))
             assert english.message == ("This session already runs pipeline selling; "
                                        "it cannot switch to selling_solution_first.")
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_cleanup_only_without_a_handoff_is_localised(binding: str, workspace: Path) -> None:
+    cleanup = {"run_mode": "pipeline", "cleanupOnly": True}
+    async with start_server() as server, connect_client(server, binding=binding, streaming=False) as client:
+        english = await _refusal(client, _request(metadata=cleanup, context_id="ctx-never-ran"))
+        assert english.message == "Cleanup-only continuation requires a completed Pipeline handoff."
+        zh = await _refusal(client, _request(metadata={**cleanup, "preferredLanguage": "zh-CN"},
+                                             context_id="ctx-never-ran"))
+        assert zh.message == "仅清理的续接需要已完成的流水线交接。"

@@ -402,7 +402,7 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
             return
         ask = getattr(self.agent_executor, "pipeline_handed_off", None)
         if session is None or ask is None or not await ask(context_id, session):
-            raise InvalidParamsError(message=translator(turn_input.language)(CLEANUP_WITHOUT_HANDOFF))
+            raise InvalidParamsError(message=translator(self._language(params, context))(CLEANUP_WITHOUT_HANDOFF))
 
     def _offer_to_running_turn(self, request: RequestContext, turn_input: TurnInput,
                                context: ServerCallContext) -> None:
