@@ -192,6 +192,7 @@ from iac_code.tasks.task_store import (
     sort_key,
 )
 from iac_code.tasks.run_modes import mark_pipeline_handoff, mark_pipeline_waiting
+from iac_code.tasks.sessions import SESSION_ID_FIELD, context_of_session, session_id_of
 from iac_code.tasks.turns import ALREADY_WORKING
 
 ContextFactory = Callable[[PluginContext], Any]
@@ -235,6 +236,7 @@ __all__ = [
     "SAFE_MODE_ENV",
     "SAFE_MODE_TOOLS",
     "SAFE_POINTS",
+    "SESSION_ID_FIELD",
     "STREAMING_METHODS",
     "TOO_LARGE",
     "TURN_END_STATUSES",
@@ -349,6 +351,7 @@ __all__ = [
     "atomic_write",
     "client_transports",
     "command_context",
+    "context_of_session",
     "decode_frame",
     "decode_json",
     "dumps",
@@ -400,6 +403,7 @@ __all__ = [
     "safe_mode_tools",
     "seq_of",
     "serve_frame",
+    "session_id_of",
     "set_working_template",
     "sort_key",
     "spawn",

@@ -34,6 +34,17 @@ PROVIDER_ERROR = N_("The model provider could not answer this request (HTTP {sta
 PROVIDER_BAD_STREAM = N_("The model provider sent an answer that could not be read. Please retry.")
 TOOL_ROUNDS_EXCEEDED = N_("Stopped after {rounds} rounds of tool calls without a final answer.")
 
+# ---------------------------------------------------------------- -32602 request errors (since-0.13.md: sentence-style
+# messages are localised by ``preferredLanguage``; English is the protocol's exact text)
+UNSUPPORTED_RUN_MODE = N_("Unsupported run mode.")
+UNSUPPORTED_PIPELINE = N_("Unsupported pipeline name.")
+UNSUPPORTED_REGION = N_("Unsupported Alibaba Cloud region ID.")
+SWITCHED_PIPELINE = N_("This session already runs pipeline {durable}; it cannot switch to {requested}.")
+CLEANUP_WITHOUT_HANDOFF = N_("Cleanup-only continuation requires a completed Pipeline handoff.")
+ANSWER_ONE_TRANSPORT = N_("Permission responses must use exactly one supported JSON transport.")
+ANSWER_ONE_TEXT_PART = N_("Permission responses must contain exactly one JSON TextPart.")
+ANSWER_CONTEXT_MISMATCH = N_("Permission response contextId does not match message contextId.")
+
 # ---------------------------------------------------------------- permission prompt
 PERMISSION_PROMPT = N_("{title} ({target})?")
 PROMPT_WRITE_FILE = N_("Write {file} in the workspace?")

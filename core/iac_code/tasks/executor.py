@@ -66,6 +66,7 @@ from iac_code.tasks.permissions import (
     envelope,
     pause_text,
 )
+from iac_code.tasks.sessions import SESSION_ID_FIELD, session_id_of
 from iac_code.agents.runtime import (
     AgentRuntime,
     ArtifactPayload,
@@ -112,8 +113,9 @@ def usage_metadata(usage: Usage) -> dict[str, Any]:
 
 
 class _Updater(TaskUpdater):
-    """The turn's ``TaskUpdater``: remembers the last state it published, and merges the turn gates'
-    entries into ``metadata.iac_code`` of each status update that carries metadata or changes the state."""
+    """The turn's ``TaskUpdater``: remembers the last state it published, puts the session id
+    (``iacCodeSessionId``) into ``metadata.iac_code`` of every status update, and merges the turn gates'
+    entries there for each one that carries metadata or changes the state."""
 
     def __init__(self, event_queue: EventQueue, task_id: str, context_id: str, gates: TurnGates | None = None,
                  owner: str = "") -> None:
@@ -121,15 +123,18 @@ class _Updater(TaskUpdater):
         self.last_state: int | None = None
         self._gates = gates
         self._owner = owner
+        self._session_id = session_id_of(context_id)
 
     async def update_status(self, state: TaskState, message: Message | None = None, timestamp: str | None = None,
                             metadata: dict[str, Any] | None = None) -> None:
         gates = self._gates
+        iac_code = dict((metadata or {}).get("iac_code") or {})
         if gates and (metadata is not None or state != self.last_state):
             extra = gates.metadata(self._owner, self.context_id)
             if extra:
-                metadata = dict(metadata or {})
-                metadata["iac_code"] = {**(metadata.get("iac_code") or {}), **extra}
+                iac_code.update(extra)
+        iac_code[SESSION_ID_FIELD] = self._session_id  # every status carries it (and so the task's metadata)
+        metadata = {**(metadata or {}), "iac_code": iac_code}
         self.last_state = state
         await super().update_status(state, message, timestamp, metadata)
 
@@ -175,10 +180,10 @@ class RuntimeExecutor(AgentExecutor):
         started, ending = False, "failed"  # how the turn ended, for the turn gates
         try:
             if context.current_task is None and context.message is not None:
-                await event_queue.enqueue_event(Task(
-                    id=task_id, context_id=context_id,
-                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                    history=[context.message]))
+                created = Task(id=task_id, context_id=context_id,
+                               status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED), history=[context.message])
+                created.metadata.update({"iac_code": {SESSION_ID_FIELD: session_id_of(context_id)}})
+                await event_queue.enqueue_event(created)
             if gates:
                 started = True
                 await gates.safe_point(self._point(owner, context_id, task_id, TURN_STARTED, updater))

@@ -16,6 +16,7 @@ from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.base.records import DecodedPart, InputPart, PartDecodeError, PartDecoderSpec, Provided
+from iac_code.language import messages as m
 from iac_code.security.workspace import TaskDecodeContext, allowed_roots
 
 # A part without a media type is text/plain (A2A input spec), except a data part, whose
@@ -120,10 +121,10 @@ class TurnInput:
     llm_headers: Mapping[str, str] | None = None  # the context's new LLM headers (None: keep them)
 
 
-UNSUPPORTED_RUN_MODE = "Unsupported run mode."
-UNSUPPORTED_PIPELINE = "Unsupported pipeline name."
-SWITCHED_PIPELINE = "This session already runs pipeline {durable}; it cannot switch to {requested}."
-CLEANUP_WITHOUT_HANDOFF = "Cleanup-only continuation requires a completed Pipeline handoff."
+UNSUPPORTED_RUN_MODE = m.UNSUPPORTED_RUN_MODE  # localised where raised (the request's preferredLanguage)
+UNSUPPORTED_PIPELINE = m.UNSUPPORTED_PIPELINE
+SWITCHED_PIPELINE = m.SWITCHED_PIPELINE
+CLEANUP_WITHOUT_HANDOFF = m.CLEANUP_WITHOUT_HANDOFF
 
 
 def cleanup_only(metadata: Mapping[str, Any]) -> bool:
@@ -170,7 +171,7 @@ def strip_turn_secrets(message: Message) -> None:
                 del section.struct_value.fields[key]
 
 
-UNSUPPORTED_REGION = "Unsupported Alibaba Cloud region ID."
+UNSUPPORTED_REGION = m.UNSUPPORTED_REGION
 _REGION_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 REGION_KEY = "alibaba_cloud_region_id"
 

@@ -212,9 +212,9 @@ class PermissionBroker:
 
 TEXT_PREFIX = "IAC_CODE_PERMISSION:"
 TEXT_ANSWER_FIELDS = ANSWER_FIELDS | {"contextId"}
-ONE_TRANSPORT = "Permission responses must use exactly one supported JSON transport."
-ONE_TEXT_PART = "Permission responses must contain exactly one JSON TextPart."
-CONTEXT_MISMATCH = "Permission response contextId does not match message contextId."
+ONE_TRANSPORT = m.ANSWER_ONE_TRANSPORT  # these three: localised by the request handler (preferredLanguage)
+ONE_TEXT_PART = m.ANSWER_ONE_TEXT_PART
+CONTEXT_MISMATCH = m.ANSWER_CONTEXT_MISMATCH
 
 
 def permission_answer_part(message: Message, raw_message: Any) -> list[Any] | None:

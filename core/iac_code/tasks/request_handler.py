@@ -203,8 +203,8 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
         try:
             run_mode, pipeline = read_run_mode(metadata, self._default_mode, self._pipelines)
             check_region_only(metadata)
-        except ValueError as exc:
-            raise InvalidParamsError(message=str(exc)) from None
+        except ValueError as exc:  # the protocol's sentence, in the request's preferredLanguage (English by default)
+            raise InvalidParamsError(message=translator(language)(str(exc))) from None
         try:
             cwd = resolve_workspace(metadata.get("cwd"))
         except WorkspaceError as exc:
@@ -222,6 +222,9 @@ class DecodingContextBuilder(SimpleRequestContextBuilder):
             raise InvalidParamsError(message=translator(language)(m.EMPTY_INPUT))
         return TurnInput(decoded=decoded, cwd=cwd, metadata=metadata, language=language, channel=channel,
                          run_mode=run_mode, pipeline_name=pipeline, llm_headers=llm_headers)
+
+
+LOCALISED_ANSWER_ERRORS = frozenset({m.ANSWER_ONE_TRANSPORT, m.ANSWER_ONE_TEXT_PART, m.ANSWER_CONTEXT_MISMATCH})
 
 
 class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandler):
@@ -342,7 +345,7 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
             context.state.pop(CONTEXT_STATE_KEY, None)
             if self._contexts is not None:
                 await self._contexts.release(reserved)
-            raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
+            raise InvalidParamsError(message=translator(turn_input.language)(CLEANUP_WITHOUT_HANDOFF))
         if not turn_input.pipeline_name:
             return
         durable = durable_pipeline(reserved.session)
@@ -351,7 +354,8 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
             if self._contexts is not None:
                 await self._contexts.release(reserved)
             raise InvalidParamsError(
-                message=SWITCHED_PIPELINE.format(durable=durable, requested=turn_input.pipeline_name),
+                message=translator(turn_input.language)(SWITCHED_PIPELINE, durable=durable,
+                                                        requested=turn_input.pipeline_name),
                 data={"durablePipelineName": durable, "requestedPipelineName": turn_input.pipeline_name})
 
     def _pipeline_mode(self, params: SendMessageRequest, context: ServerCallContext) -> bool:
@@ -398,7 +402,7 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
             return
         ask = getattr(self.agent_executor, "pipeline_handed_off", None)
         if session is None or ask is None or not await ask(context_id, session):
-            raise InvalidParamsError(message=CLEANUP_WITHOUT_HANDOFF)
+            raise InvalidParamsError(message=translator(self._language(params, context))(CLEANUP_WITHOUT_HANDOFF))
 
     def _offer_to_running_turn(self, request: RequestContext, turn_input: TurnInput,
                                context: ServerCallContext) -> None:
@@ -478,7 +482,13 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
             return None
         raw = context.state.get(RAW_PARAMS_KEY)
         raw_message = raw.get("message") if isinstance(raw, dict) else None
-        answer = read_answer(params.message, raw_message)
+        try:
+            answer = read_answer(params.message, raw_message)
+        except InvalidParamsError as exc:  # §5's sentences, in the request's preferredLanguage
+            if exc.message not in LOCALISED_ANSWER_ERRORS:
+                raise
+            raise InvalidParamsError(message=translator(self._language(params, context))(exc.message),
+                                     data=getattr(exc, "data", None)) from None
         if answer is not None:
             validate_id(answer.task_id)
             validate_id(answer.context_id)

@@ -43,6 +43,7 @@ from a2a.utils.errors import (
 
 from iac_code.base import tracing
 from iac_code.base.background import spawn
+from iac_code.tasks.sessions import SESSION_ID_FIELD
 from iac_code.tasks.task_events import stamp, stamped_copy, version_number
 
 logger = logging.getLogger(__name__)
@@ -348,7 +349,7 @@ class Turn:
         """``TaskManager.save_task_event``; its complaints are about the agent's events, in our words."""
         self.logging = event if logged else None
         try:
-            await self.manager.save_task_event(event)
+            await self.manager.save_task_event(await self._merged_form(event))
         except InvalidAgentResponseError as exc:
             logger.error("Agent event rejected on task %s: %s", self.task_id, exc.message)
             raise InvalidAgentResponseError(AGENT_EVENT_INVALID) from None
@@ -357,6 +358,24 @@ class Turn:
             raise InvalidAgentResponseError(EVENT_MISMATCH) from None
         finally:
             self.logging = None
+
+    async def _merged_form(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Any:
+        """What the task merges from ``event``: a status whose only metadata is the session id the task
+        already holds is saved without it, so it does not replace the task's other ``iac_code`` entries
+        (a Struct merge replaces ``iac_code`` whole); the event itself (streamed, logged) keeps it."""
+        if not isinstance(event, TaskStatusUpdateEvent) or len(event.metadata.fields) != 1:
+            return event
+        iac_code = event.metadata.fields.get("iac_code")
+        if iac_code is None or list(iac_code.struct_value.fields) != [SESSION_ID_FIELD]:
+            return event
+        task = await self.manager.get_task()
+        held = task.metadata.fields.get("iac_code") if task is not None else None
+        if held is None or held.struct_value.fields.get(SESSION_ID_FIELD) != iac_code.struct_value.fields[SESSION_ID_FIELD]:
+            return event
+        bare = TaskStatusUpdateEvent()
+        bare.CopyFrom(event)
+        bare.ClearField("metadata")
+        return bare
 
     async def _push(self, task: Task, event: Event) -> None:
         sender = self.engine.push_sender

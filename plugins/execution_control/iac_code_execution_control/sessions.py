@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from iac_code.api import Principal, PluginContext, PrincipalUser, message_to_json
+from iac_code.api import Principal, PluginContext, PrincipalUser, context_of_session, message_to_json
 from iac_code_execution_control import requests as r
 from iac_code_execution_control.controller import Controller, Reply, error
 
@@ -36,8 +36,9 @@ async def _task(kernel: PluginContext, owner: str, task_id: str) -> Any:
 
 async def ensure_restored(kernel: PluginContext, owner: str, request: r.RestoreRequest) -> Reply:
     """``POST /iac-code/session/ensure-restored``."""
+    context_id = context_of_session(request.session_id)  # the ``iacCodeSessionId`` the task's statuses carry
     try:
-        session = await kernel.restore_session(owner, request.session_id, request.cwd)
+        session = await kernel.restore_session(owner, context_id, request.cwd)
     except ValueError:  # the workspace is not acceptable (not absolute, outside the allowed roots, ...)
         return error(400, r.INVALID_RESTORE)
     except NotImplementedError:
@@ -49,7 +50,7 @@ async def ensure_restored(kernel: PluginContext, owner: str, request: r.RestoreR
         return Reply(404, {"status": "not_found"})
     if request.task_id is not None:
         task = await _task(kernel, owner, request.task_id)
-        if task is None or task.context_id != request.session_id:
+        if task is None or task.context_id != context_id:
             return error(400, r.INVALID_RESTORE)
     return Reply(200, {"status": session.status})
 

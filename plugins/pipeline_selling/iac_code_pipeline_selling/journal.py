@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from iac_code.api import fsync_dir, private_dir
+from iac_code.api import SESSION_ID_FIELD, fsync_dir, private_dir, session_id_of
 
 SCHEMA_VERSION = "1.0"
 JOURNALS_IN_MEMORY = 256  # contexts whose journals stay read in; others are read back from disk when asked
@@ -260,6 +260,8 @@ def envelope(sequence: int, *, event_type: str, scope: str, status: str | None, 
         "sequence": sequence, "createdAt": now_iso(), "eventType": event_type, "scope": scope,
         "pipelineRunId": run_id, "taskId": task_id, "contextId": context_id, "pipelineName": pipeline_name,
     }
+    if context_id:  # "when known"
+        event[SESSION_ID_FIELD] = session_id_of(context_id)
     if status is not None:
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
