@@ -50,6 +50,9 @@ class ContextState:
     running_task: str | None = None
     last_used: float = field(default_factory=time.monotonic)
     lease: Lease | None = None  # held while a turn runs, with a shared backend
+    # Set while the running turn is ending after it told the caller so (its permission wait was suspended):
+    # a reservation meanwhile waits for the release instead of finding the context busy.
+    ending: asyncio.Event | None = field(default=None, repr=False, compare=False)
 
     def snapshot(self) -> dict[str, Any]:
         return {"owner": self.owner, "contextId": self.context_id, "cwd": self.cwd, "channel": self.channel,
@@ -130,6 +133,7 @@ class ContextRegistry:
             state = ContextState(context_id=context_id, owner=owner, cwd=cwd)
         if state.cwd != cwd:
             raise InvalidParamsError(message=OTHER_WORKSPACE)
+        await _until_ended(state)
         if state.running_task is not None:
             raise UnsupportedOperationError(message=ALREADY_WORKING)
         self._live[key] = state
@@ -144,6 +148,8 @@ class ContextRegistry:
     async def _reserve_shared(self, link: NodeLink, owner: str, context_id: str, cwd: str, channel: str | None,
                               task_id: str) -> ContextState:
         busy = self._live.get((owner, context_id))
+        if busy is not None:
+            await _until_ended(busy)
         if busy is not None and busy.running_task is not None:  # its turn runs here: no need to ask Redis
             raise UnsupportedOperationError(message=ALREADY_WORKING)
         lease = await link.lease(owner, context_id, task_id)
@@ -163,9 +169,19 @@ class ContextRegistry:
         self._live[(owner, context_id)] = state
         return state
 
+    def ending(self, owner: str, context_id: str, task_id: str) -> None:
+        """The turn of ``task_id`` holding the context is ending (it has published its last state): until its
+        release, a reservation of the context waits for it rather than being refused as busy."""
+        state = self._live.get((owner, context_id))
+        if state is not None and state.running_task == task_id and state.ending is None:
+            state.ending = asyncio.Event()
+
     async def release(self, state: ContextState) -> None:
         """End the turn holding the context and persist its state."""
         state.running_task = None
+        if state.ending is not None:
+            ending, state.ending = state.ending, None
+            ending.set()
         state.last_used = time.monotonic()
         if self._link is not None and state.lease is not None:
             lease, state.lease = state.lease, None
@@ -263,3 +279,14 @@ class ContextRegistry:
 def channel_fallback(bound: str | None) -> str:
     """The context's channel, else ``IAC_CODE_CHANNEL``, else ``unknown``."""
     return bound or os.environ.get("IAC_CODE_CHANNEL", "").strip()[:128] or "unknown"
+
+
+ENDING_WAIT = 10.0
+"""Seconds a reservation waits for an ending turn's release (it only persists and lets go by then)."""
+
+
+async def _until_ended(state: ContextState) -> None:
+    ending = state.ending
+    if ending is not None and state.running_task is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ending.wait(), ENDING_WAIT)

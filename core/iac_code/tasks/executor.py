@@ -418,7 +418,8 @@ class RuntimeExecutor(AgentExecutor):
                 if self.gates:  # parked until the answer
                     self.gates.waiting(self._point(owner, context_id, task_id, "waiting", None, request), True)
                 if boundary is not None:
-                    decision = await self._durable_answer(answer, boundary, turn, input_id, updater, pause, paused)
+                    decision = await self._durable_answer(answer, boundary, turn, owner, input_id, updater, pause,
+                                                          paused)
                 else:
                     try:
                         decision = Decision(await asyncio.wait_for(answer, self._permission_timeout) == ALLOW_ONCE,
@@ -453,7 +454,7 @@ class RuntimeExecutor(AgentExecutor):
         return allowed
 
     async def _durable_answer(self, answer: asyncio.Future[str], boundary: dict[str, Any], turn: TurnRequest,
-                              input_id: str, updater: TaskUpdater, pause: Message,
+                              owner: str, input_id: str, updater: TaskUpdater, pause: Message,
                               paused: dict[str, Any]) -> Decision:
         """Wait for the answer to a checkpointed question through its phases (since-0.13 §4.2).
 
@@ -475,6 +476,7 @@ class RuntimeExecutor(AgentExecutor):
                 again = Message()
                 again.CopyFrom(pause)
                 again.message_id = f"{turn.task_id}-permission-{uuid.uuid4().hex[:16]}"
+                self.contexts.ending(owner, turn.context_id, turn.task_id)  # the live turn ends now
                 await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, again, metadata={
                     "iac_code": {**paused, "permissionWait": dict(SUSPENDED_WAIT)}})
                 await self._moved(boundary, SUSPENDED)
