@@ -70,6 +70,7 @@ from iac_code.base.cluster import (
     NodeLink,
     NodeUnavailableError,
     PermissionWaitRecords,
+    SharedRecords,
     StateBackend,
     task_scope,
 )
@@ -310,6 +311,7 @@ __all__ = [
     "RouterSpec",
     "RuntimeEvent",
     "SessionState",
+    "SharedRecords",
     "SigningKeySet",
     "SortKey",
     "StartupError",
