@@ -102,7 +102,7 @@ class Execution:
     deadline: asyncio.Task[None] | None = field(default=None, repr=False)
     terminator: asyncio.Task[None] | None = field(default=None, repr=False)
     last_used: float = field(default_factory=time.monotonic, repr=False)
-    _cached: tuple[int, dict[str, Any]] | None = field(default=None, repr=False)
+    _cached: tuple[tuple[int, int], dict[str, Any]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.turn_done.set()
@@ -152,7 +152,7 @@ class Execution:
     def snapshot(self) -> dict[str, Any]:
         """The wire snapshot (§7), also ``metadata.iac_code.executionControl`` on the context's tasks."""
         cached = self._cached
-        if cached is not None and cached[0] == self.revision:
+        if cached is not None and cached[0] == (self.revision, self.persisted_revision):
             return cached[1]
         body = {
             "contextId": self.context_id, "taskId": self.task_id, "executionId": self.execution_id,
@@ -165,7 +165,7 @@ class Execution:
             "backup": dict(self.backup), "externalOperations": [dict(o) for o in self.external_operations],
             "releaseReady": self.release_ready,
         }
-        self._cached = (self.revision, body)
+        self._cached = ((self.revision, self.persisted_revision), body)
         return body
 
     # ------------------------------------------------------------------ file
@@ -301,6 +301,9 @@ class SharedExecutions:
         """The execution of ``context_id`` as the shared store has it (``None``: none); ``ConnectionError`` when
         the store is unreachable."""
         data = await self.records.get(self.KIND, context_id)
+        stored = data.get("snapshot") if isinstance(data, dict) else None
+        if isinstance(stored, dict) and isinstance(stored.get("serverInstanceId"), str):
+            server_instance_id = stored["serverInstanceId"]  # the server that last ran it: the same on every node
         execution = Execution.from_document(data, server_instance_id)
         return execution if execution is not None and execution.context_id == context_id else None
 
