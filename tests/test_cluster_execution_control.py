@@ -4,7 +4,8 @@ The nodes are ``iac-code a2a`` processes as in tests/test_cluster.py (default ru
 rules, bearer and basic authentication). A turn paused for its permission answer on node A is paused through
 node B, read through C, resumed through C and terminated through B; then the node running a paused execution
 is killed with SIGKILL: the others still report it paused, resume it, and the permission answer sent to
-another node resumes the turn there (the durable permission wait a survivor suspended).
+another node resumes the turn there (the durable permission wait a survivor suspended); a second
+execution paused there with a short reconnect deadline is terminated (``disconnect_timeout``) by a survivor.
 """
 
 from __future__ import annotations
@@ -151,6 +152,11 @@ async def test_a_paused_execution_survives_its_node(tmp_path: Path) -> None:
         running = await same_state(http, nodes, "ctx-kill")
         status, paused = await post(http, b, "pause", pause_body(running))
         assert status == 200 and paused["phase"] == "paused", paused
+        # A second execution on the victim, paused with a short reconnect deadline nobody will meet.
+        await paused_turn(http, victim, "ctx-deadline")
+        short = {**pause_body(await same_state(http, nodes, "ctx-deadline")), "reconnectTimeoutSeconds": 5}
+        status, expiring = await post(http, c, "pause", short)
+        assert status == 200 and expiring["phase"] == "paused", expiring
         victim.proc.send_signal(signal.SIGKILL)
         await victim.proc.wait()
 
@@ -188,3 +194,14 @@ async def test_a_paused_execution_survives_its_node(tmp_path: Path) -> None:
             "running", "input-required", running["executionId"], task["id"])
         follow = await rpc(http, c, send_message_body("hello", message_id="n-2", contextId="ctx-kill"))
         assert "result" in follow, follow
+
+        # The short deadline passed while its node was dead: a survivor that read the record terminates it.
+        async def expired() -> bool:
+            status, body = await state(http, c, "ctx-deadline")
+            return status == 200 and body["phase"] == "terminated"
+
+        await until(expired, 30)
+        gone = await same_state(http, [b, c], "ctx-deadline")
+        assert (gone["terminationReason"], gone["executionId"]) == ("disconnect_timeout", expiring["executionId"])
+        assert await post(http, b, "resume", resume_body(expiring)) == (
+            409, {"error": "Reconnect deadline has expired; termination was claimed"})
