@@ -221,6 +221,8 @@ class Controller:
     def busy(self) -> bool:
         """Whether an execution is pausing, paused, resuming or terminating (or terminated while its turn still
         runs): work the HTTP transport's idle shutdown waits for (the kernel reads it through the turn gates)."""
+        if self.shared:  # a paused record another node may serve is no work of this node's
+            return any(e.live for e in self._executions.values())
         return any(e.phase in REFUSING or (e.phase == TERMINATED and not e.release_ready)
                    for e in self._executions.values())
 
