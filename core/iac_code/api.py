@@ -72,6 +72,7 @@ from iac_code.base.cluster import (
     NodeLink,
     NodeUnavailableError,
     PermissionWaitRecords,
+    SharedRecords,
     StateBackend,
     task_scope,
 )
@@ -315,6 +316,7 @@ __all__ = [
     "RouterSpec",
     "RuntimeEvent",
     "SessionState",
+    "SharedRecords",
     "SigningKeySet",
     "SortKey",
     "StartupError",

@@ -13,13 +13,17 @@ a turn through a :class:`NodeLink`:
   the node running the turn (:meth:`NodeLink.call`), which answers through
   :class:`ControlHandler`;
 * SubscribeToTask on another node follows the task's event log
-  (:meth:`NodeLink.follow`), written by the same store write that changes the task.
+  (:meth:`NodeLink.follow`), written by the same store write that changes the task;
+* a feature's own calls reach the node running a turn the same way: it registers an
+  operation name (:meth:`NodeCalls.register`, through ``PluginContext.serve_node_call``)
+  and forwards with :meth:`NodeLink.call`; its durable records shared by every node live
+  in :class:`SharedRecords` (execution control's executions).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -135,12 +139,58 @@ class PermissionWaitRecords(ABC):
         ``False`` when it changed meanwhile. Durable when it returns ``True``."""
 
 
+class SharedRecords(ABC):
+    """Small JSON records a feature keeps for the whole cluster, one per ``(kind, key)`` (execution control
+    keeps one execution per context): every node reads what any node wrote. ``put`` is durable when it
+    returns; an unreachable backend raises ``ConnectionError``."""
+
+    @abstractmethod
+    async def get(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The record, or ``None`` when there is none (or it does not parse)."""
+
+    @abstractmethod
+    async def put(self, kind: str, key: str, record: dict[str, Any]) -> None:
+        """Store ``record`` (replacing the one there)."""
+
+    @abstractmethod
+    async def all(self, kind: str) -> list[dict[str, Any]]:
+        """Every record of ``kind``."""
+
+
+NodeCall = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""A feature's handler of a forwarded operation: the payload in, the JSON reply out."""
+
+
+class NodeCalls:
+    """What this node answers to :meth:`NodeLink.call`: the request handler's operations (``cancel``, ``answer``)
+    and the ones features registered (``PluginContext.serve_node_call``), by operation name."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, NodeCall] = {}
+        self.fallback: ControlHandler | None = None
+
+    def register(self, op: str, handler: NodeCall) -> None:
+        if op in self.handlers or op in ("cancel", "answer"):
+            raise ValueError(f"Node call {op!r} is already served")
+        self.handlers[op] = handler
+
+    async def on_control(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        handler = self.handlers.get(op)
+        if handler is not None:
+            return await handler(payload)
+        if self.fallback is None:
+            return {"error": {"code": -32603, "message": "Internal error"}}
+        return await self.fallback.on_control(op, payload)
+
+
 @dataclass
 class StateBackend:
     """What ``task-store: <name>`` provides: the shared task store, the node link, the push-config records and
-    (optionally) the permission-wait checkpoints, so an answer resumes a suspended wait on any node."""
+    (optionally) the permission-wait checkpoints, so an answer resumes a suspended wait on any node, and the
+    features' shared records."""
 
     task_store: TaskStore
     link: NodeLink
     push_configs: PushConfigRecords | None = None
     permission_waits: PermissionWaitRecords | None = None
+    records: SharedRecords | None = None

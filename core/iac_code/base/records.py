@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from a2a.server.tasks import PushNotificationConfigStore, PushNotificationSender
     from aiohttp import web
 
-    from iac_code.base.cluster import StateBackend
+    from iac_code.base.cluster import NodeLink, SharedRecords, StateBackend
     from iac_code.base.instrumentation import Activity, Instrumentation
     from iac_code.base.push_jobs import PushConfigRecords, PushQueue, QueueContext
     from iac_code.agents.iac_engine import IacEngine
@@ -739,6 +739,19 @@ class PluginContext(Protocol):
 
     async def push_queue_depth(self) -> dict[str, int] | None:
         """The push queue's job counts by state, ``None`` without push notifications."""
+        ...
+
+    link: NodeLink | None
+    """This node's membership of the cluster with a shared ``task-store`` (``None`` with ``local``):
+    ``node_id``, ``await runner(owner, context_id, task_id)`` (the live node running that turn) and
+    ``await call(node_id, op, payload, timeout)`` (an operation served there with :meth:`serve_node_call`)."""
+
+    shared_records: SharedRecords | None
+    """Small records a feature shares with every node (``None`` with ``task-store: local``)."""
+
+    def serve_node_call(self, op: str, handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> None:
+        """Answer ``op`` (a feature's own operation name) when another node forwards it here through
+        ``link.call``; the handler gets the payload and returns the JSON reply."""
         ...
 
     async def restore_session(self, owner: str, context_id: str, cwd: str | None = None) -> SessionState | None:

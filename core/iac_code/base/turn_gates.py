@@ -75,7 +75,8 @@ class TurnGate(Protocol):
 
     def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
         """Before a new turn reserves its context (a new task, or a follow-up on a resting one): the text of
-        the invalid-params error (``-32602``) that refuses it, or ``None`` to let it start."""
+        the invalid-params error (``-32602``) that refuses it, or ``None`` to let it start. May be a coroutine
+        (``async def``) when the answer needs shared state (several nodes)."""
         ...
 
     # Optional: ``admit_message(owner, context_id, task_id, metadata) -> str | None``. Like :meth:`admit`, with

@@ -21,7 +21,7 @@ from iac_code.tasks.artifacts import ArtifactStore
 from iac_code.security.auth import Authenticator
 from iac_code.base.background import spawn
 from iac_code.protocol.card import CardService
-from iac_code.base.cluster import NodeLink, StateBackend
+from iac_code.base.cluster import NodeCall, NodeCalls, NodeLink, SharedRecords, StateBackend
 from iac_code.base.config import ServerConfig, default_config_dir
 from iac_code.tasks.contexts import ContextRegistry
 from iac_code.tasks.gating import TurnGates
@@ -129,6 +129,9 @@ class Kernel:
                                  interrupts=self.backend is None and any(p.interrupts for p in self.pipeline_specs.values()),
                                  extensions=lambda bound: [p.record for p in plugins.card_extensions(config, bound)])
         self.link: NodeLink | None = self.backend.link if self.backend is not None else None
+        # Records features share with every node (execution control), and the calls forwarded to this node.
+        self.shared_records: SharedRecords | None = self.backend.records if self.backend is not None else None
+        self.node_calls = NodeCalls()
         self.task_store: Any = self.backend.task_store if self.backend is not None else KernelTaskStore(
             self.state_dir, self.writer, cache_size=config.task_cache_size,
             events=LocalEventLog(config.stream_resume_events, config.stream_resume_tasks),
@@ -377,7 +380,8 @@ class Kernel:
         self._build_handler()
         if self.link is not None:
             assert self.request_handler is not None
-            await self.link.serve(self.request_handler)
+            self.node_calls.fallback = self.request_handler
+            await self.link.serve(self.node_calls)
         await self.turn_gates.start()
         self.readiness = "ready"
         return self.interfaces
@@ -398,6 +402,10 @@ class Kernel:
         """The push queue's job counts by state (``pending``, ``inflight``, ``dead``); ``None`` without push."""
         queue = getattr(self.push, "queue", None)
         return dict(await queue.depth()) if queue is not None else None
+
+    def serve_node_call(self, op: str, handler: NodeCall) -> None:
+        """Answer ``op`` when another node forwards it here (``link.call``); only meaningful with a shared backend."""
+        self.node_calls.register(op, handler)
 
     async def restore_session(self, owner: str, context_id: str, cwd: str | None = None) -> SessionState | None:
         """The caller's context, loaded from the persistence directory when it is not in memory (``None``: no

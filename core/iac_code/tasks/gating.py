@@ -26,11 +26,14 @@ class TurnGates:
     def __bool__(self) -> bool:
         return bool(self._gates)
 
-    def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
-        """The first gate's refusal of a new turn on ``context_id``, or ``None``."""
+    async def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
+        """The first gate's refusal of a new turn on ``context_id``, or ``None`` (a gate's ``admit`` may be a
+        coroutine: one that reads shared state across nodes)."""
         for gate in self._gates:
             try:
                 refusal = gate.admit(owner, context_id, task_id)
+                if inspect.isawaitable(refusal):
+                    refusal = await refusal
             except Exception:
                 logger.exception("Turn gate %s failed in admit", type(gate).__name__)
                 continue

@@ -311,7 +311,7 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
         turn_input = context.state.get(INPUT_STATE_KEY)
         if self._gates:
-            refusal = self._gates.admit(resolve_user_scope(context), request.context_id or "", request.task_id or "")
+            refusal = await self._gates.admit(resolve_user_scope(context), request.context_id or "", request.task_id or "")
             if not refusal and isinstance(turn_input, TurnInput):
                 refusal = await self._gates.admit_message(resolve_user_scope(context), request.context_id or "",
                                                           params.message.task_id or "", turn_input.metadata)

@@ -12,6 +12,12 @@ a permission answer, or no turn at all) ``pause_committing`` → (written) ``pau
 (running turn cancelled like ``CancelTask``) ``terminated``. Every accepted request is durable before it
 is answered; a failed write leaves ``commitError: "state_commit_failed"`` and is retried when the same
 request is repeated.
+
+Several nodes (``task-store: redis``): the executions are shared records (every node reads what any
+node wrote, :class:`~iac_code_execution_control.record.SharedExecutions`); a request for an execution
+whose turn runs on another live node is forwarded there (:meth:`runner_of`, :meth:`forward`, the
+kernel's node calls), and one whose turn runs nowhere is answered from the shared record by the node
+it reached. A record left in a transitional phase by a node that died is settled as after a restart.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from iac_code_execution_control.record import (
     TERMINATING,
     Execution,
     ExecutionFiles,
+    SharedExecutions,
     new_id,
 )
 
@@ -45,6 +52,10 @@ logger = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 30.0  # how long a terminate waits for the cancelled turn (as CancelTask does)
 ANSWER_WAIT_SECONDS = 5.0  # how long a terminate request waits for "terminated" before it answers 202
+FORWARD_SECONDS = 15.0  # how long a request forwarded to the node running the turn may take
+NODE_CALL = "execution-control"  # the operation name of forwarded requests (the kernel's node calls)
+RECOVERED = {PAUSING: PAUSED, PAUSE_COMMITTING: PAUSED, RESUMING: RUNNING, TERMINATING: TERMINATED}
+"""A transitional phase nobody finishes any more (restart, or its node died) -> where it settles."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,11 @@ class Controller:
     def __init__(self, kernel: PluginContext) -> None:
         self.kernel = kernel
         self.instance_id = new_id("srv")
-        self.files = ExecutionFiles(kernel.state_dir)
+        records = getattr(kernel, "shared_records", None)
+        self.shared = records is not None  # several nodes: executions are shared records
+        self.link: Any = getattr(kernel, "link", None) if self.shared else None
+        self.files: ExecutionFiles | SharedExecutions = (
+            SharedExecutions(records) if records is not None else ExecutionFiles(kernel.state_dir))
         self._executions: dict[str, Execution] = {}
         self._started = False
         self._stopping = False
@@ -106,14 +121,86 @@ class Controller:
         execution = self._executions.get(context_id)
         return execution if execution is not None and execution.owner == owner else None
 
-    def _lookup(self, context_id: str) -> Execution | None:
-        """The execution of ``context_id``, read back from its file when it left memory."""
+    async def _lookup(self, context_id: str) -> Execution | None:
+        """The execution of ``context_id``, read back from its file when it left memory.
+
+        Shared records: unless this server is doing something with it (:attr:`Execution.live`), the
+        shared record is the current state (another node may have changed it); ``ConnectionError`` when
+        the shared store is unreachable.
+        """
         execution = self._executions.get(context_id)
-        if execution is None:
-            execution = self.files.read(context_id, self.instance_id)
-            if execution is not None:
-                self._executions[context_id] = execution
-        return execution
+        if not self.shared:
+            if execution is None:
+                execution = await self.files.fetch(context_id, self.instance_id)
+                if execution is not None:
+                    self._executions[context_id] = execution
+            return execution
+        if execution is not None and execution.live:
+            return execution
+        stored = await self.files.fetch(context_id, self.instance_id)
+        if stored is None or (execution is not None and stored.execution_id == execution.execution_id
+                              and stored.revision == execution.persisted_revision):
+            return execution
+        if execution is not None:
+            self._disarm_deadline(execution)
+        self._executions[context_id] = stored
+        await self._settle(stored)
+        if stored.phase in PAUSE_PHASES:
+            self._arm_deadline(stored)
+        return stored
+
+    async def _settle(self, execution: Execution) -> None:
+        """A shared record in a transitional phase whose turn no live node runs: settled as after a restart."""
+        if execution.phase not in RECOVERED:
+            return
+        if self.link is not None:
+            try:
+                if await self.link.runner(execution.owner, execution.context_id, execution.task_id) is not None:
+                    return  # the node running the turn finishes it
+            except Exception:
+                return
+        async with execution.lock:
+            if self._recover(execution) and not await self.files.write(execution):
+                execution.commit_error = "state_commit_failed"
+
+    def _recover(self, execution: Execution) -> bool:
+        """A pause in progress is a pause, a resume in progress is running, a termination in progress is over."""
+        recovered = RECOVERED.get(execution.phase)
+        if recovered is None:
+            return False
+        execution.phase = recovered
+        if recovered == RUNNING:
+            self._clear_pause(execution)
+        if recovered == TERMINATED:
+            execution.release_ready = True
+        execution.touch()
+        return True
+
+    # ------------------------------------------------------------------ several nodes
+
+    async def runner_of(self, owner: str, context_id: str) -> str | None:
+        """The other live node running the turn of ``owner``'s execution of ``context_id``, where a request for it
+        must go; ``None``: it is answered here (the turn runs here or nowhere, or there is no such execution)."""
+        if self.link is None or not self.available:
+            return None
+        try:
+            execution = await self._lookup(context_id)
+            if execution is None or execution.owner != owner or execution.live:
+                return None
+            node = await self.link.runner(owner, context_id, execution.task_id)
+        except Exception:  # the shared store is unreachable: answered here (503)
+            return None
+        return node if node is not None and node != self.link.node_id else None
+
+    async def forward(self, node: str, path: str, owner: str, fields: dict[str, Any]) -> Reply:
+        """Run a request on ``node`` (the node running the execution's turn) and answer what it answered."""
+        try:
+            reply = await self.link.call(node, NODE_CALL, {"path": path, "owner": owner, "fields": fields},
+                                         FORWARD_SECONDS)
+            return Reply(int(reply["status"]), dict(reply["body"]))
+        except Exception as exc:  # the node died meanwhile, or the shared store is unreachable
+            logger.warning("An execution-control request could not be forwarded: %s", type(exc).__name__)
+            return error(503, r.UNAVAILABLE)
 
     def sweep(self, now: float | None = None) -> int:
         """Let idle executions leave memory (as idle contexts do); how many left."""
@@ -134,18 +221,27 @@ class Controller:
     def busy(self) -> bool:
         """Whether an execution is pausing, paused, resuming or terminating (or terminated while its turn still
         runs): work the HTTP transport's idle shutdown waits for (the kernel reads it through the turn gates)."""
+        if self.shared:  # a paused record another node may serve is no work of this node's
+            return any(e.live for e in self._executions.values())
         return any(e.phase in REFUSING or (e.phase == TERMINATED and not e.release_ready)
                    for e in self._executions.values())
 
-    def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
-        execution = self.get(owner, context_id)
+    async def admit(self, owner: str, context_id: str, task_id: str) -> str | None:
+        if self.shared:
+            try:
+                execution = await self._lookup(context_id)
+            except ConnectionError:
+                return None  # the turn cannot start without the shared store either
+            execution = execution if execution is not None and execution.owner == owner else None
+        else:
+            execution = self.get(owner, context_id)
         if execution is not None and execution.phase in REFUSING:
             return r.RECOVERY_FIRST
         return None
 
     async def safe_point(self, point: TurnPoint) -> None:
         if point.kind == "turn_started":
-            execution = self._turn_started(point)
+            execution = await self._turn_started(point)
         else:
             execution = self.get(point.owner, point.context_id)
         if execution is None or execution.task_id != point.task_id:
@@ -177,6 +273,8 @@ class Controller:
         execution.touch()
         if execution.phase == PAUSING:
             await self._commit_if_parked(execution)
+        elif self.shared:
+            await self.files.write(execution)  # other nodes answer for it now
 
     def metadata(self, owner: str, context_id: str) -> dict[str, Any] | None:
         execution = self.get(owner, context_id)
@@ -185,17 +283,9 @@ class Controller:
     async def start(self) -> None:
         """Read the executions back: a pause in progress is a pause (nothing runs after a restart), a
         resume in progress is running, a termination in progress is over; deadlines are armed again."""
-        for execution in await asyncio.to_thread(self.files.load, self.instance_id):
+        for execution in await self.files.load_all(self.instance_id):  # shared records: none, read on demand
             self._executions[execution.context_id] = execution
-            recovered = {PAUSING: PAUSED, PAUSE_COMMITTING: PAUSED, RESUMING: RUNNING,
-                         TERMINATING: TERMINATED}.get(execution.phase)
-            if recovered is not None:
-                execution.phase = recovered
-                if recovered == RUNNING:
-                    self._clear_pause(execution)
-                if recovered == TERMINATED:
-                    execution.release_ready = True
-                execution.touch()
+            if self._recover(execution):
                 if not await self.files.write(execution):
                     execution.commit_error = "state_commit_failed"
             if execution.phase in PAUSE_PHASES:
@@ -216,8 +306,11 @@ class Controller:
 
     # ------------------------------------------------------------------ turns
 
-    def _turn_started(self, point: TurnPoint) -> Execution | None:
-        execution = self._lookup(point.context_id)
+    async def _turn_started(self, point: TurnPoint) -> Execution | None:
+        try:
+            execution = await self._lookup(point.context_id)
+        except ConnectionError:
+            execution = self._executions.get(point.context_id)
         if execution is not None and execution.owner != point.owner and execution.phase != TERMINATED:
             return None  # the same context id of another owner: that context is not controlled
         if execution is None or execution.phase == TERMINATED:
@@ -230,7 +323,10 @@ class Controller:
         execution.in_tool = execution.waiting = False
         execution.execution_status = "working"
         execution.turn_done.clear()
+        execution.server_instance_id = self.instance_id
         execution.touch()
+        if self.shared:
+            await self.files.write(execution)  # every node finds it, and forwards its requests here
         return execution
 
     @staticmethod
@@ -330,6 +426,16 @@ class Controller:
         """The reconnect deadline: a pause nobody resumed in time is terminated (``disconnect_timeout``)."""
         assert execution.expires_at is not None
         await asyncio.sleep(max(0.0, execution.expires_at - time.time()))
+        if self.shared and not execution.live:  # another node may have resumed it, or runs its turn
+            try:
+                if await self._lookup(execution.context_id) is not execution:
+                    return  # changed meanwhile: the current record has its own deadline
+                if await self.link.runner(execution.owner, execution.context_id, execution.task_id) not in (
+                        None, self.link.node_id):
+                    return  # the node running the turn enforces the deadline
+            except Exception:
+                logger.warning("A paused execution's deadline could not be checked; it is checked when next read")
+                return
         async with execution.lock:
             if execution.phase in PAUSE_PHASES and execution.expires_at is not None \
                     and time.time() >= execution.expires_at:
@@ -397,14 +503,17 @@ class Controller:
     def _answer(execution: Execution, done: str) -> Reply:
         return Reply(200 if execution.phase == done else 202, execution.snapshot())
 
-    def _find(self, owner: str, context_id: str) -> Execution | Reply:
+    async def _find(self, owner: str, context_id: str) -> Execution | Reply:
         if not self.available:
             return error(503, r.UNAVAILABLE)
-        execution = self._lookup(context_id)
+        try:
+            execution = await self._lookup(context_id)
+        except ConnectionError:
+            return error(503, r.UNAVAILABLE)
         return execution if execution is not None and execution.owner == owner else error(404, r.NOT_FOUND)
 
     async def pause(self, owner: str, request: r.PauseRequest) -> Reply:
-        found = self._find(owner, request.context_id)
+        found = await self._find(owner, request.context_id)
         if isinstance(found, Reply):
             return found
         execution, content = found, r.digest("pause", request)
@@ -444,7 +553,7 @@ class Controller:
             return self._answer(execution, PAUSED)
 
     async def resume(self, owner: str, request: r.ResumeRequest) -> Reply:
-        found = self._find(owner, request.context_id)
+        found = await self._find(owner, request.context_id)
         if isinstance(found, Reply):
             return found
         execution, content = found, r.digest("resume", request)
@@ -488,7 +597,7 @@ class Controller:
              execution.reconnect_timeout) = pause  # still the active pause until the resume is durable
 
     async def terminate(self, owner: str, request: r.TerminateRequest) -> Reply:
-        found = self._find(owner, request.context_id)
+        found = await self._find(owner, request.context_id)
         if isinstance(found, Reply):
             return found
         execution, content = found, r.digest("terminate", request)
@@ -518,8 +627,8 @@ class Controller:
             await asyncio.wait([terminator], timeout=ANSWER_WAIT_SECONDS)
         return self._answer(execution, TERMINATED)
 
-    def state(self, owner: str, query: r.StateQuery) -> Reply:
-        found = self._find(owner, query.context_id)
+    async def state(self, owner: str, query: r.StateQuery) -> Reply:
+        found = await self._find(owner, query.context_id)
         if isinstance(found, Reply):
             return found
         if query.execution_id is not None and query.execution_id != found.execution_id:

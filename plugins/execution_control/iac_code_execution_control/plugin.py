@@ -20,7 +20,7 @@ from iac_code.api import (
     TurnGateSpec,
     hookimpl,
 )
-from iac_code_execution_control.controller import Controller
+from iac_code_execution_control.controller import NODE_CALL, Controller
 from iac_code_execution_control.record import PHASES
 from iac_code_execution_control.routes import (
     METHODS,
@@ -31,6 +31,7 @@ from iac_code_execution_control.routes import (
     STATE_PATH,
     TERMINATE_PATH,
     http_handler,
+    node_call,
     rpc_method,
 )
 
@@ -68,6 +69,8 @@ def create_controller(kernel: PluginContext) -> Controller:
     except TypeError:
         ref = None
     _controllers[id(kernel)] = (ref, controller)
+    if controller.link is not None:  # several nodes: requests for turns running here come from the others
+        kernel.serve_node_call(NODE_CALL, node_call(kernel, controller))
     return controller
 
 

@@ -5,6 +5,10 @@ and context snapshots: the id verbatim when it is a plain file name, else ``a2ai
 written with ``iac_code.api.atomic_write`` (temporary file, fsync, rename, owner-only). It holds the
 snapshot as acknowledged plus what the server needs to keep its promises after a restart: the owner,
 the reconnect timeout and the request ids already answered.
+
+With a shared state backend (``task-store: redis``) the same document is a shared record
+(:class:`SharedExecutions`, kind ``execution-control``, keyed by context id), so every node reads the
+execution any node wrote.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from iac_code.api import atomic_write, private_dir
+from iac_code.api import SharedRecords, atomic_write, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -98,10 +102,17 @@ class Execution:
     deadline: asyncio.Task[None] | None = field(default=None, repr=False)
     terminator: asyncio.Task[None] | None = field(default=None, repr=False)
     last_used: float = field(default_factory=time.monotonic, repr=False)
-    _cached: tuple[int, dict[str, Any]] | None = field(default=None, repr=False)
+    _cached: tuple[tuple[int, int], dict[str, Any]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.turn_done.set()
+
+    @property
+    def live(self) -> bool:
+        """Whether this server is doing something with the execution now: a turn of it runs here, a request
+        holds its lock, or its termination is in progress (its in-memory state is then the current one)."""
+        return (self.turn_running or self.parked > 0 or self.lock.locked()
+                or (self.terminator is not None and not self.terminator.done()))
 
     # ------------------------------------------------------------------ state
 
@@ -141,7 +152,7 @@ class Execution:
     def snapshot(self) -> dict[str, Any]:
         """The wire snapshot (§7), also ``metadata.iac_code.executionControl`` on the context's tasks."""
         cached = self._cached
-        if cached is not None and cached[0] == self.revision:
+        if cached is not None and cached[0] == (self.revision, self.persisted_revision):
             return cached[1]
         body = {
             "contextId": self.context_id, "taskId": self.task_id, "executionId": self.execution_id,
@@ -154,7 +165,7 @@ class Execution:
             "backup": dict(self.backup), "externalOperations": [dict(o) for o in self.external_operations],
             "releaseReady": self.release_ready,
         }
-        self._cached = (self.revision, body)
+        self._cached = ((self.revision, self.persisted_revision), body)
         return body
 
     # ------------------------------------------------------------------ file
@@ -237,6 +248,14 @@ class ExecutionFiles:
         execution = Execution.from_document(data, server_instance_id)
         return execution if execution is not None and execution.context_id == context_id else None
 
+    async def fetch(self, context_id: str, server_instance_id: str) -> Execution | None:
+        """:meth:`read`, off the event loop."""
+        return await asyncio.to_thread(self.read, context_id, server_instance_id)
+
+    async def load_all(self, server_instance_id: str) -> list[Execution]:
+        """:meth:`load`, off the event loop."""
+        return await asyncio.to_thread(self.load, server_instance_id)
+
     def load(self, server_instance_id: str) -> list[Execution]:
         """Every readable execution file (an unreadable one is logged and left alone)."""
         if not self.path.is_dir():
@@ -254,3 +273,40 @@ class ExecutionFiles:
                 continue
             found.append(execution)
         return found
+
+
+class SharedExecutions:
+    """The executions of every node as shared records (``task-store: redis``): one record per context, the
+    document :class:`ExecutionFiles` would write. Same interface as :class:`ExecutionFiles`."""
+
+    KIND = DIRECTORY
+
+    def __init__(self, records: SharedRecords) -> None:
+        self.records = records
+
+    async def write(self, execution: Execution, phase: str | None = None) -> bool:
+        """Make the execution's current state durable in the shared store; ``False`` (logged) when it could not be."""
+        document = execution.document(phase)
+        revision = execution.revision if phase is None else execution.persisted_revision
+        try:
+            await self.records.put(self.KIND, execution.context_id, document)
+        except (ConnectionError, OSError) as exc:
+            logger.error("Execution state of a context could not be written to the shared store: %s",
+                         type(exc).__name__)
+            return False
+        execution.persisted_revision = max(execution.persisted_revision, revision)
+        return True
+
+    async def fetch(self, context_id: str, server_instance_id: str) -> Execution | None:
+        """The execution of ``context_id`` as the shared store has it (``None``: none); ``ConnectionError`` when
+        the store is unreachable."""
+        data = await self.records.get(self.KIND, context_id)
+        stored = data.get("snapshot") if isinstance(data, dict) else None
+        if isinstance(stored, dict) and isinstance(stored.get("serverInstanceId"), str):
+            server_instance_id = stored["serverInstanceId"]  # the server that last ran it: the same on every node
+        execution = Execution.from_document(data, server_instance_id)
+        return execution if execution is not None and execution.context_id == context_id else None
+
+    async def load_all(self, server_instance_id: str) -> list[Execution]:
+        """Not used with shared records: every node reads an execution when it needs it."""
+        return []

@@ -52,7 +52,7 @@ async def _terminate(kernel: PluginContext, controller: Controller, owner: str, 
 
 
 async def _state(kernel: PluginContext, controller: Controller, owner: str, fields: Mapping[str, Any]) -> Reply:
-    return controller.state(owner, r.StateQuery.read(fields))
+    return await controller.state(owner, r.StateQuery.read(fields))
 
 
 async def _ensure_restored(kernel: PluginContext, controller: Controller, owner: str,
@@ -81,15 +81,40 @@ METHODS = {path.lstrip("/"): path for path in OPERATIONS}
 """JSON-RPC method name -> route path: ``iac-code/execution/pause`` ... ``iac-code/session/recovery``."""
 
 
-async def run(kernel: PluginContext, controller: Controller, path: str, owner: str, fields: Any) -> Reply:
-    """One operation; bad input is a 400 answer, never an exception."""
+FORWARDED = frozenset({PAUSE_PATH, RESUME_PATH, TERMINATE_PATH, STATE_PATH})
+"""With several nodes, these go to the node running the execution's turn (when another node runs it)."""
+
+
+async def run(kernel: PluginContext, controller: Controller, path: str, owner: str, fields: Any, *,
+              forwarded: bool = False) -> Reply:
+    """One operation; bad input is a 400 answer, never an exception. With several nodes, an execution operation
+    whose turn runs on another live node is forwarded there (``forwarded``: it came from another node)."""
     _, operation = OPERATIONS[path]
     if not isinstance(fields, Mapping):
         return error(400, r.INVALID_RESTORE if path == ENSURE_RESTORED_PATH else r.INVALID)
     try:
+        if not forwarded and path in FORWARDED and controller.link is not None:
+            context_id = r.StateQuery.read({"contextId": fields.get("contextId")}).context_id
+            node = await controller.runner_of(owner, context_id)
+            if node is not None:
+                return await controller.forward(node, path, owner, {str(k): v for k, v in fields.items()})
         return await operation(kernel, controller, owner, fields)
     except r.BadRequest:
         return error(400, r.INVALID)
+
+
+def node_call(kernel: PluginContext, controller: Controller) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    """The handler of requests other nodes forward here (the kernel's node call ``execution-control``)."""
+
+    async def handle(payload: dict[str, Any]) -> dict[str, Any]:
+        path, owner, fields = payload.get("path"), payload.get("owner"), payload.get("fields")
+        if path not in FORWARDED or not isinstance(owner, str):
+            reply = error(400, r.INVALID)
+        else:
+            reply = await run(kernel, controller, str(path), owner, fields, forwarded=True)
+        return {"status": reply.status, "body": reply.body}
+
+    return handle
 
 
 def _owner(kernel: PluginContext, request: web.Request) -> str:

@@ -74,7 +74,7 @@ def output_text(task: Any) -> list[str]:
 
 async def recovery(kernel: PluginContext, controller: Controller, owner: str, query: r.RecoveryQuery) -> Reply:
     """``GET /iac-code/session/recovery``: what a client needs to pick the execution up again."""
-    found = controller.state(owner, r.StateQuery(query.context_id, query.execution_id, None))
+    found = await controller.state(owner, r.StateQuery(query.context_id, query.execution_id, None))
     if found.status != 200:
         return found
     snapshot = found.body

@@ -57,6 +57,11 @@ class Keys:
         """Hash: the push service's records of the task (``<owner key>:<config id>`` -> encrypted configuration)."""
         return f"{self.prefix}push-configs:{task_id}"
 
+    # features' shared records -------------------------------------------------
+    def records(self, kind: str) -> str:
+        """Hash: one kind of a feature's shared records (record key -> JSON), e.g. ``execution-control``."""
+        return f"{self.prefix}records:{kind}"
+
     # permission waits ---------------------------------------------------------
     def permission_waits(self, task_id: str) -> str:
         """Hash: the task's durable permission-wait checkpoints (boundary id -> record JSON)."""

@@ -73,7 +73,8 @@ def push_configs(config: Any) -> RedisPushConfigRecords:
 
 
 def create_backend(kernel: PluginContext) -> StateBackend:
-    """The shared task store, this node's link, the push-config records and the permission-wait checkpoints.
+    """The shared task store, this node's link, the push-config records, the permission-wait checkpoints and
+    the features' shared records.
 
     Two connection pools: one for commands, one for the reads that block (event streams,
     forwarded calls), so a waiting subscriber never holds up a write.
@@ -86,6 +87,7 @@ def create_backend(kernel: PluginContext) -> StateBackend:
     from iac_code_state_redis.nodes import RedisNodeLink
     from iac_code_state_redis.permission_waits import RedisPermissionWaits
     from iac_code_state_redis.push_configs import RedisPushConfigRecords
+    from iac_code_state_redis.records import RedisSharedRecords
     from iac_code_state_redis.store import RedisTaskStore
 
     keys = Keys(config.task_store_key_prefix)
@@ -95,7 +97,7 @@ def create_backend(kernel: PluginContext) -> StateBackend:
     link = RedisNodeLink(client, keys, store, events, blocking=blocking, node_id=config.node_id,
                          lease_seconds=config.node_lease_seconds, location=redis_location(url))
     return StateBackend(task_store=store, link=link, push_configs=RedisPushConfigRecords(client, keys),
-                        permission_waits=RedisPermissionWaits(client, keys))
+                        permission_waits=RedisPermissionWaits(client, keys), records=RedisSharedRecords(client, keys))
 
 
 @hookimpl
