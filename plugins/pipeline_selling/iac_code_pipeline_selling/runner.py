@@ -142,8 +142,8 @@ class RunTurn:
             raise ResumeRefused(event_type)
         if self.narration and event_type not in NARRATION_TYPES:
             await self.flush_narration()  # what was said before this event is published before it
-        if event_type == "interrupt_received":
-            self.new_round = True  # narration after an interrupt is the next round (§10)
+        if event_type == "interrupt_received" or (event_type == "permission_resolved" and not data.get("automatic")):
+            self.new_round = True  # narration after an interrupt or the user's permission answer: the next round (§10)
         if event_type not in NARRATION_TYPES and status is not None:
             self.status = status  # narration carries the run's status as the last event left it
 
