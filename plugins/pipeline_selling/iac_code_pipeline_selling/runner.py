@@ -249,6 +249,23 @@ class RunTurn:
                             {"message_id": narration["messageId"], "round": narration["round"], "delta": delta},
                             extra=extra)
 
+    async def show_candidates(self, step_id: str, options: list[Mapping[str, Any]]) -> None:
+        """Before the candidate choice: ``candidate_detail_shown`` per offered candidate (name, summary and, with
+        ``rich-v1``, its cost) and ``diagram_shown`` for each architecture diagram (Mermaid) it shows."""
+        if not self.pipeline.display_events:
+            return
+        extra = {"step": self.step(step_id)}
+        for option in options:
+            detail = {"candidate_index": option["candidate_index"], "name": option["name"],
+                      "summary": option["summary"]}
+            if "total_monthly_cost" in option:
+                detail.update(total_monthly_cost=option["total_monthly_cost"], cost_items=option.get("cost_items", []))
+            await self.emit("candidate_detail_shown", "step", "working", detail, extra=extra)
+            if option.get("architecture_diagram"):
+                await self.emit("diagram_shown", "step", "working", {
+                    "candidate_index": option["candidate_index"], "format": "mermaid",
+                    "diagram": option["architecture_diagram"]}, extra=extra)
+
     async def tool_started(self, tool_use_id: str, tool_name: str, tool_input: Mapping[str, Any], scope: str,
                            extra: Mapping[str, Any]) -> None:
         """``tool_started`` for an engine call of the pipeline; ``input`` is the redacted shape of the call's input

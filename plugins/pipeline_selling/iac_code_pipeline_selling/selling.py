@@ -255,6 +255,7 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
         run.state["pendingInput"] = {"kind": "candidate_selection", "stepId": "confirm_and_select", "prompt": prompt,
                                      "optionCount": len(options)}
         await run.record("confirm_and_select", status="running")
+        await run.show_candidates("confirm_and_select", options)
         await run.ask("confirm_and_select", data, self.selection_text(run, prompt, options, self._costs(run)))
 
     async def _answer_selection(self, run: RunTurn) -> bool:

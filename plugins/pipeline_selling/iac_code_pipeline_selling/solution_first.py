@@ -151,6 +151,7 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
         costs = {c["candidate_index"]: c["estimate"]["total_monthly_cost"] for c in run.state["candidates"]}
         said = self.selection_text(run, prompt, options, costs).rsplit("\n", 1)[0]
         said += "\n" + text(run.language, "sf_estimate") + "\n" + text(run.language, "sf_howto")
+        await run.show_candidates(SELECT, options)
         await run.ask(SELECT, data, said)
 
     def _selection_conclusion(self, run: RunTurn, status: str, options: list[dict[str, Any]]) -> dict[str, Any]:

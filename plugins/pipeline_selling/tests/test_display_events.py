@@ -20,7 +20,7 @@ from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_requ
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 KEY_ID = "LTAI5tFakeKeyIdForTests"
 SECRET = "fake-secret-5f3c0b1e9d"
-DISPLAY = {"message_started", "text_delta", "tool_started", "tool_result"}
+DISPLAY = {"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown", "diagram_shown"}
 Event = dict[str, Any]
 
 
@@ -108,6 +108,13 @@ async def test_selling_narrates_shows_its_tool_calls_and_mirrors_the_pending_per
         context_id, task_id = last["contextId"], last["taskId"]
         assert streamed[-1]["eventType"] == "input_required"
         check_tools(streamed, "candidate_step")
+        options = streamed[-1]["data"]["options"]
+        details = [e for e in streamed if e["eventType"] == "candidate_detail_shown"]
+        diagrams = [e for e in streamed if e["eventType"] == "diagram_shown"]
+        assert [d["data"]["candidateIndex"] for d in details] == [o["candidate_index"] for o in options]
+        assert [d["data"]["totalMonthlyCost"] for d in details] == [o["total_monthly_cost"] for o in options]
+        assert [d["data"]["diagram"] for d in diagrams] == [o["architecture_diagram"] for o in options]
+        assert all(d["data"]["format"] == "mermaid" and d["step"]["id"] == "confirm_and_select" for d in diagrams)
         # the choice's text is narrated before the question it asks
         narrated = [e for e in streamed if e["eventType"] in ("message_started", "text_delta")]
         assert narrated[0]["eventType"] == "message_started" and narrated[-1]["sequence"] < streamed[-1]["sequence"]
@@ -163,6 +170,8 @@ async def test_solution_first_narrates_and_a_clarification_answer_starts_a_new_r
             result = await send(client, answer, n=n, context_id=context_id, task_id=task_id)
             streamed += pipeline_events(result)
         check_tools(streamed, "step")
+        details = [e for e in streamed if e["eventType"] == "candidate_detail_shown"]
+        assert details and not [e for e in streamed if e["eventType"] == "diagram_shown"]  # plain: no diagrams
         assert streamed[-1]["eventType"] == "pipeline_handoff_ready"
         state = await state_of(server.url, context_id)
         assert state["events"] == streamed
