@@ -158,11 +158,14 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
         if evaluation["steps"].get("template_generating") != "completed":
             await sub_event("candidate_step_started", "template_generating", "working", {})
             tool_use_id = f"toolu_{new_hex()[:24]}"
-            tool_extra = {"candidate": self._candidate_obj(candidate), "candidateStep": self._cstep(candidate, "template_generating")}
+            tool_extra = {"candidate": self._candidate_obj(candidate),
+                          "candidateStep": self._cstep(candidate, "template_generating")}
             await run.tool_started(tool_use_id, "generate_template",
-                                   {"prompt": candidate["generation_prompt"], "language": "en"}, "candidate_step", tool_extra)
+                                   {"prompt": candidate["generation_prompt"], "language": "en"}, "candidate_step",
+                                   tool_extra)
             try:
-                generated = await asyncio.to_thread(self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
+                generated = await asyncio.to_thread(
+                    self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
             except Exception:
                 await run.tool_result(tool_use_id, "generate_template", "candidate_step", tool_extra, is_error=True)
                 raise
@@ -175,7 +178,7 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
             await run.tool_result(tool_use_id, "generate_template", "candidate_step", tool_extra,
                                   result={"filename": filename, "resourceCount": len(generated.resources)},
                                   normalized={"filename": filename, "resourceCount": len(generated.resources),
-                                              "contentSha256": hashlib.sha256(generated.text.encode("utf-8")).hexdigest()})
+                                              "contentSha256": sha})
             template = {"filename": filename, "media_type": generated.media_type, "sha256": sha,
                         "resources": [dict(r) for r in generated.resources], "not_generated": list(generated.not_generated),
                         "task_id": run.turn.task_id, **({"text": generated.text} if reviewing else {})}

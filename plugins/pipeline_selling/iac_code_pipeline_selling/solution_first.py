@@ -214,7 +214,8 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
             await run.tool_started(tool_use_id, "generate_template",
                                    {"prompt": candidate["generation_prompt"], "language": "en"}, "step", tool_extra)
             try:
-                generated = await asyncio.to_thread(self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
+                generated = await asyncio.to_thread(
+                    self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
             except Exception:
                 await run.tool_result(tool_use_id, "generate_template", "step", tool_extra, is_error=True)
                 raise
