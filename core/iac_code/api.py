@@ -29,6 +29,7 @@ from typing import Any
 
 from iac_code.agents.iac_engine import Finding, GeneratedTemplate, IacEngine, TemplateFixer, Understanding
 from iac_code.agents.questions import ASK_USER_QUESTION, QUESTION_TIMEOUT_SECONDS, UserQuestion, match_question
+from iac_code.agents.tool_metadata import input_summary
 from iac_code.agents.working_template import WorkingTemplate, set_working_template, working_template
 from iac_code.agents.runtime import (
     AgentRuntime,
@@ -365,6 +366,7 @@ __all__ = [
     "fsync_dir",
     "hookimpl",
     "in_conflict",
+    "input_summary",
     "inspect_frame",
     "interruption",
     "is_interrupted",

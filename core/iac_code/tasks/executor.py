@@ -410,6 +410,8 @@ class RuntimeExecutor(AgentExecutor):
                     boundary = await self.waits.checkpoint(request, turn, input_id=input_id, owner=owner,
                                                            text=said, runtime=getattr(self._runtime, "name", ""))
                 paused = {"input": question, "permission": note}
+                if turn.run_mode == "pipeline":  # the pending-permissions mirror (input-and-permissions §2.1)
+                    paused["pendingPermissions"] = [question]
                 if boundary is not None:
                     paused["permissionWait"] = dict(WAITING_WAIT)
                 pause = agent_message(task_id, context_id, "permission", pause_text(request, question))

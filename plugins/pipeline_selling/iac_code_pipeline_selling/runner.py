@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -32,6 +33,7 @@ from iac_code.api import (
     Understanding,
     WorkingTemplate,
     atomic_write,
+    input_summary,
     mark_pipeline_handoff,
     mark_pipeline_waiting,
     read_private_file,
@@ -48,12 +50,19 @@ from iac_code_pipeline_selling.texts import text
 logger = logging.getLogger(__name__)
 
 DEPLOYMENT_CATEGORIES = ("generation",)
+NARRATION_TYPES = frozenset({"message_started", "text_delta"})
 VAGUE_OPTIONS = (
     ("web_app", "opt_web", "opt_web_desc",
      "Deploy a web application with a MySQL database on ECS servers in cn-hangzhou."),
     ("http_api", "opt_api", "opt_api_desc", "Deploy an HTTP API web service in cn-hangzhou."),
     ("static_site", "opt_static", "opt_static_desc", "Deploy a static website with an OSS bucket in cn-hangzhou."),
 )
+
+
+def display_events_enabled() -> bool:
+    """Whether the pipelines publish their display and telemetry events (narration, engine tool calls):
+    ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in ``1/true/yes/on`` (off by default for now; docs/pipeline.md)."""
+    return os.environ.get("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def new_hex() -> str:
@@ -117,6 +126,10 @@ class RunTurn:
         self.interrupts = interrupts.Interrupts(self)  # user text that arrives while this turn runs
         # the continuation frame of the permission question this turn resumes, until it is asked again
         self.resuming: dict[str, Any] | None = None
+        self.status = "working"
+        self.narration: list[str] = []  # text said since the last narration events (:meth:`flush_narration`)
+        # a turn of a run that narrated before resumes it after user input: its narration is the next round
+        self.new_round = bool(state.get("narration"))
 
     async def emit(self, event_type: str, scope: str, status: str | None, data: Mapping[str, Any], *,
                    extra: Mapping[str, Any] | None = None, final: bool = False, message: str = "",
@@ -127,6 +140,12 @@ class RunTurn:
         turn = self.turn
         if self.resuming is not None:  # nothing is published before the resumed question is asked again
             raise ResumeRefused(event_type)
+        if self.narration and event_type not in NARRATION_TYPES:
+            await self.flush_narration()  # what was said before this event is published before it
+        if event_type == "interrupt_received" or (event_type == "permission_resolved" and not data.get("automatic")):
+            self.new_round = True  # narration after an interrupt or the user's permission answer: the next round (§10)
+        if event_type not in NARRATION_TYPES and status is not None:
+            self.status = status  # narration carries the run's status as the last event left it
 
         def build(sequence: int) -> dict[str, Any]:
             return envelope(sequence, event_type=event_type, scope=scope, status=status, data=data,
@@ -199,9 +218,77 @@ class RunTurn:
         await future
 
     def say(self, message: str) -> None:
-        """Assistant text for generic clients (the turn's ``status.message``; paragraphs apart)."""
-        self.out.put_nowait(TextDelta(("\n\n" if self.said else "") + message))
+        """Assistant text for generic clients (the turn's ``status.message``; paragraphs apart), also published as
+        pipeline narration (``message_started`` / ``text_delta``) before the next event or at the turn's end."""
+        delta = ("\n\n" if self.said else "") + message
+        self.out.put_nowait(TextDelta(delta))
         self.said = True
+        if self.pipeline.display_events:
+            self.narration.append(delta)
+
+    async def flush_narration(self) -> None:
+        """Publish the text said since the last flush as ``text_delta`` events of the round's assistant message
+        (``message_started`` first when the round has none yet). A round is 1-based per run and advances when the
+        run goes on after user input (a new turn) or an ``interrupt_received``; the state endpoint rebuilds
+        ``display.messages`` from these events."""
+        deltas, self.narration = self.narration, []
+        if not deltas or self.resuming is not None:
+            return
+        narration = self.state.setdefault("narration", {"round": 0, "messageId": ""})
+        step = self.state.get("currentStep", self.layout.steps[0])
+        extra = {"step": self.step(step)} if step in self.layout.steps else None
+        if self.new_round or not narration.get("messageId"):
+            narration["round"] = int(narration.get("round", 0)) + 1
+            narration["messageId"] = f"msg-{new_hex()}"
+            self.new_round = False
+            await self.emit("message_started", "step" if extra else "pipeline", self.status,
+                            {"message_id": narration["messageId"], "role": "assistant", "round": narration["round"]},
+                            extra=extra)
+        for delta in deltas:
+            await self.emit("text_delta", "step" if extra else "pipeline", self.status,
+                            {"message_id": narration["messageId"], "round": narration["round"], "delta": delta},
+                            extra=extra)
+
+    async def show_candidates(self, step_id: str, options: list[Mapping[str, Any]]) -> None:
+        """Before the candidate choice: ``candidate_detail_shown`` per offered candidate (name, summary and, with
+        ``rich-v1``, its cost) and ``diagram_shown`` for each architecture diagram (Mermaid) it shows."""
+        if not self.pipeline.display_events:
+            return
+        extra = {"step": self.step(step_id)}
+        for option in options:
+            detail = {"candidate_index": option["candidate_index"], "name": option["name"],
+                      "summary": option["summary"]}
+            if "total_monthly_cost" in option:
+                detail.update(total_monthly_cost=option["total_monthly_cost"], cost_items=option.get("cost_items", []))
+            await self.emit("candidate_detail_shown", "step", "working", detail, extra=extra)
+            if option.get("architecture_diagram"):
+                await self.emit("diagram_shown", "step", "working", {
+                    "candidate_index": option["candidate_index"], "format": "mermaid",
+                    "diagram": option["architecture_diagram"]}, extra=extra)
+
+    async def tool_started(self, tool_use_id: str, tool_name: str, tool_input: Mapping[str, Any], scope: str,
+                           extra: Mapping[str, Any]) -> None:
+        """``tool_started`` for an engine call of the pipeline; ``input`` is the redacted shape of the call's input
+        (never its values: the product's raw ``input`` is a defect not copied)."""
+        if not self.pipeline.display_events:
+            return
+        await self.emit("tool_started", scope, "working", {
+            "tool_use_id": tool_use_id, "tool_name": tool_name, "input": input_summary(tool_name, tool_input)},
+            extra=extra)
+
+    async def tool_result(self, tool_use_id: str, tool_name: str, scope: str, extra: Mapping[str, Any], *,
+                          is_error: bool = False, result: Mapping[str, Any] | None = None,
+                          normalized: Mapping[str, Any] | None = None) -> None:
+        """``tool_result`` for an engine call: ``isError``, a small ``result`` and the ``normalizedConclusion`` the
+        step keeps from it."""
+        if not self.pipeline.display_events:
+            return
+        data: dict[str, Any] = {"tool_use_id": tool_use_id, "tool_name": tool_name, "is_error": is_error}
+        if result is not None:
+            data["result"] = dict(result)
+        if normalized is not None:
+            data["normalized_conclusion"] = dict(normalized)
+        await self.emit("tool_result", scope, "working", data, extra=extra)
 
 
 class PipelineRuntime:
@@ -217,6 +304,7 @@ class PipelineRuntime:
         self.deployer = str(getattr(config, "deployer", "none") or "none")
         self.backups = Backups.shared(services, store)
         self.active: dict[str, RunTurn] = {}  # context id → its turn while the pipeline drives it (interrupts)
+        self.display_events = display_events_enabled()
 
     @property
     def name(self) -> str:
@@ -416,6 +504,8 @@ class PipelineRuntime:
         async def drive() -> None:
             try:
                 await work()
+                with contextlib.suppress(ResumeRefused):
+                    await run.flush_narration()  # what the turn said last (e.g. after the handoff)
             finally:
                 run.out.put_nowait(done)
 
@@ -619,16 +709,19 @@ class PipelineRuntime:
                               "early_exit": ("pipeline_completed", "completed"),
                               "canceled": ("pipeline_canceled", "canceled"),
                               "failed": ("pipeline_failed", "failed")}[outcome]
+        closing = text(run.language, "handoff") if outcome == "completed" else "" if outcome == "early_exit" else summary
+        gated = self.backups.enabled
+        early = self.display_events and not gated
+        if closing and early:  # said first: its narration is published before the terminal events
+            run.say(closing)
         resume = {"op": "finish", "outcome": outcome, "summary": summary}  # both protected publications
         await run.emit(event_type, "pipeline", status, {"outcome": outcome, "summary": summary}, protect=resume)
         await run.emit("pipeline_handoff_ready", "pipeline", status, {
             "action": "switch_to_normal", "targetMode": "normal", "outcome": outcome, "summary": summary},
             protect=resume)
         await self._record_handoff(run, outcome)
-        if outcome == "completed":
-            run.say(text(run.language, "handoff"))
-        elif outcome != "early_exit":
-            run.say(summary)
+        if closing and not early:  # behind a backup the text waits for the handoff (a blocked one retries the finish)
+            run.say(closing)
 
     async def _record_handoff(self, run: RunTurn, outcome: str) -> None:
         """Record the handoff (after its event was journaled): the run's state, the chosen template for the chat,

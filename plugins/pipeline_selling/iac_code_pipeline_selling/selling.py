@@ -157,14 +157,28 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
         template = evaluation.get("template")
         if evaluation["steps"].get("template_generating") != "completed":
             await sub_event("candidate_step_started", "template_generating", "working", {})
-            generated = await asyncio.to_thread(self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
+            tool_use_id = f"toolu_{new_hex()[:24]}"
+            tool_extra = {"candidate": self._candidate_obj(candidate),
+                          "candidateStep": self._cstep(candidate, "template_generating")}
+            await run.tool_started(tool_use_id, "generate_template",
+                                   {"prompt": candidate["generation_prompt"], "language": "en"}, "candidate_step",
+                                   tool_extra)
+            try:
+                generated = await asyncio.to_thread(
+                    self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
+            except Exception:
+                await run.tool_result(tool_use_id, "generate_template", "candidate_step", tool_extra, is_error=True)
+                raise
             filename = template_filename(candidate, generated.filename)
             sha = hashlib.sha256(generated.text.encode("utf-8")).hexdigest()
-            tool_use_id = f"toolu_{new_hex()[:24]}"
             run.out.put_nowait(ToolStarted(tool_use_id, "generate_template"))
             run.out.put_nowait(ToolCompleted(tool_use_id, "generate_template",
                                              {"filename": filename, "resourceCount": len(generated.resources)},
                                              artifact=ArtifactPayload(filename, generated.media_type, generated.text)))
+            await run.tool_result(tool_use_id, "generate_template", "candidate_step", tool_extra,
+                                  result={"filename": filename, "resourceCount": len(generated.resources)},
+                                  normalized={"filename": filename, "resourceCount": len(generated.resources),
+                                              "contentSha256": sha})
             template = {"filename": filename, "media_type": generated.media_type, "sha256": sha,
                         "resources": [dict(r) for r in generated.resources], "not_generated": list(generated.not_generated),
                         "task_id": run.turn.task_id, **({"text": generated.text} if reviewing else {})}
@@ -244,6 +258,7 @@ class SellingPipeline(DeployedResources, PipelineRuntime):
         run.state["pendingInput"] = {"kind": "candidate_selection", "stepId": "confirm_and_select", "prompt": prompt,
                                      "optionCount": len(options)}
         await run.record("confirm_and_select", status="running")
+        await run.show_candidates("confirm_and_select", options)
         await run.ask("confirm_and_select", data, self.selection_text(run, prompt, options, self._costs(run)))
 
     async def _answer_selection(self, run: RunTurn) -> bool:

@@ -151,6 +151,7 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
         costs = {c["candidate_index"]: c["estimate"]["total_monthly_cost"] for c in run.state["candidates"]}
         said = self.selection_text(run, prompt, options, costs).rsplit("\n", 1)[0]
         said += "\n" + text(run.language, "sf_estimate") + "\n" + text(run.language, "sf_howto")
+        await run.show_candidates(SELECT, options)
         await run.ask(SELECT, data, said)
 
     def _selection_conclusion(self, run: RunTurn, status: str, options: list[dict[str, Any]]) -> dict[str, Any]:
@@ -208,14 +209,26 @@ class SolutionFirstPipeline(DeployedResources, PipelineRuntime):
             await run.step_started(MATERIALIZE)
         template = run.state.get("template")
         if template is None or template.get("candidate_index") != candidate["candidate_index"]:
-            generated = await asyncio.to_thread(self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
+            tool_use_id = f"toolu_{new_hex()[:24]}"
+            tool_extra = {"step": run.step(MATERIALIZE)}
+            await run.tool_started(tool_use_id, "generate_template",
+                                   {"prompt": candidate["generation_prompt"], "language": "en"}, "step", tool_extra)
+            try:
+                generated = await asyncio.to_thread(
+                    self.engine.generate, candidate["generation_prompt"], "en")  # type: ignore[union-attr]
+            except Exception:
+                await run.tool_result(tool_use_id, "generate_template", "step", tool_extra, is_error=True)
+                raise
             filename = template_filename(candidate, generated.filename)
             payload = ArtifactPayload(filename, generated.media_type, generated.text)
-            tool_use_id = f"toolu_{new_hex()[:24]}"
             run.out.put_nowait(ToolStarted(tool_use_id, "generate_template"))
             run.out.put_nowait(ToolCompleted(tool_use_id, "generate_template",
                                              {"filename": filename, "resourceCount": len(generated.resources)},
                                              artifact=payload))
+            await run.tool_result(tool_use_id, "generate_template", "step", tool_extra,
+                                  result={"filename": filename, "resourceCount": len(generated.resources)},
+                                  normalized={"filename": filename, "resourceCount": len(generated.resources),
+                                              "contentSha256": hashlib.sha256(generated.text.encode("utf-8")).hexdigest()})
             await run.kernel_done()  # the kernel has stored it: its URL is in payload.stored
             resources = [dict(r) for r in generated.resources]
             declared = template_parameters(generated.text)

@@ -53,10 +53,11 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
     stack: dict[str, Any] | None = None
     current_stack: dict[str, Any] | None = None
     seen_current = False
+    messages: dict[str, dict[str, Any]] = {}
     for event in events:
         run_id, pipeline_name, task_id = event["pipelineRunId"], event["pipelineName"], event["taskId"]
         kind, data = event["eventType"], event.get("data", {})
-        if event.get("status"):
+        if event.get("status") and kind not in ("message_started", "text_delta", "tool_started", "tool_result"):
             status = event["status"]
         if kind.startswith("step_") and "step" in event:
             step = event["step"]
@@ -82,6 +83,17 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
             current = step["id"]
             steps[step["id"]] = {"id": step["id"], "runId": step["runId"], "attempt": step["attempt"],
                                  "status": "pending"}
+        elif kind == "message_started":  # the run's narration (§10 display.messages)
+            entry = {"messageId": data.get("messageId", ""), "role": data.get("role", "assistant"),
+                     "round": data.get("round", 1), "text": "", "segments": []}
+            messages[entry["messageId"]] = entry
+        elif kind == "text_delta" and data.get("messageId") in messages:
+            entry = messages[data["messageId"]]
+            entry["text"] += str(data.get("delta", ""))
+            segment = {"type": "text", "text": str(data.get("delta", "")), "sequence": event["sequence"]}
+            if "step" in event:
+                segment["stepId"] = event["step"]["id"]
+            entry["segments"].append(segment)
         elif kind == "input_required":
             pending = dict(data)
         elif kind == "input_received":
@@ -98,7 +110,7 @@ def snapshot(journal: Journal, *, lean: bool) -> dict[str, Any]:
             seen_current = True
             current_stack = {k: data.get(k) for k in ("stackId", "stackName", "regionId", "stackStatus")} \
                 if data.get("current") else None
-    display: dict[str, Any] = {"messages": []}
+    display: dict[str, Any] = {"messages": list(messages.values())}
     if not lean:
         display["toolResults"] = tool_results
     result: dict[str, Any] = {
