@@ -176,6 +176,13 @@ class ContextRegistry:
         if state is not None and state.running_task == task_id and state.ending is None:
             state.ending = asyncio.Event()
 
+    async def settled(self, owner: str, context_id: str) -> None:
+        """Wait (bounded) until a turn of the context that is ending has let go of it: what a new message is
+        checked against (a suspended permission wait, say) is then what that turn left."""
+        state = self._live.get((owner, context_id))
+        if state is not None:
+            await _until_ended(state)
+
     async def release(self, state: ContextState) -> None:
         """End the turn holding the context and persist its state."""
         state.running_task = None

@@ -306,6 +306,8 @@ class KernelRequestHandler(PermissionRecovery, RemoteTurns, DefaultRequestHandle
         if pipeline_mode:
             await self._check_cleanup_only(params, context, context_id or "")
         if context_id and self._waits is not None:
+            if self._contexts is not None:  # a turn that has just suspended its wait: let it end first
+                await self._contexts.settled(resolve_user_scope(context), context_id)
             await self._refuse_beside_suspended(params, context, context_id)
         request = await self._request_context_builder.build(
             params=params, task_id=task_id, context_id=context_id, task=existing, context=context)
