@@ -60,9 +60,10 @@ VAGUE_OPTIONS = (
 
 
 def display_events_enabled() -> bool:
-    """Whether the pipelines publish their display and telemetry events (narration, engine tool calls):
-    ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in ``1/true/yes/on`` (off by default for now; docs/pipeline.md)."""
-    return os.environ.get("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether the pipelines publish their display and telemetry events (narration, engine tool calls, the choice's
+    details and diagrams): on by default, as the product does; ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in
+    ``0/false/no/off`` turns them off (docs/pipeline.md)."""
+    return os.environ.get("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "").strip().lower() not in ("0", "false", "no", "off")
 
 
 def new_hex() -> str:

@@ -32,6 +32,16 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_request
 
+
+DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
+                           "diagram_shown"})
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
+    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
 LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
@@ -108,7 +118,7 @@ def assert_sound(events: list[Event]) -> None:
     assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
     assert len({e["eventId"] for e in events}) == len(events)
     once = Counter((e["eventType"], e.get("step", {}).get("runId"), e.get("candidate", {}).get("runId"),
-                    e.get("candidateStep", {}).get("runId"), e["data"].get("stepId")) for e in events
+                    e.get("candidateStep", {}).get("runId"), e["data"].get("stepId")) for e in lifecycle(events)
                    if e["eventType"] not in ("input_required", "pipeline_resumed", "stack_progress", "cleanup_progress",
                                              "permission_requested", "permission_resolved"))
     assert not {k: c for k, c in once.items() if c > 1}
@@ -171,9 +181,9 @@ async def test_kill_9_in_the_middle_of_a_deploy_creates_the_stack_once(cut: str,
             await collect(client, text_request("continue", 3, context_id), rest)
             more = pipeline_events(rest)
             assert more[0]["eventType"] == "pipeline_resumed"
-            assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
+            assert "permission_requested" not in lifecycle([e["eventType"] for e in more])  # the allow was recorded
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
-        types = [e["eventType"] for e in more]
+        types = lifecycle([e["eventType"] for e in more])
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
         assert more[-3]["data"]["conclusion"]["status"] == "success"
         assert more[-3]["data"]["conclusion"]["stack_id"] == next(iter(fake_ros.stacks))
@@ -263,9 +273,9 @@ async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str
             resumed: list[Event] = []
             await collect(client, request, resumed)
             more = pipeline_events(resumed)
-            assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
+            assert "permission_requested" not in lifecycle([e["eventType"] for e in more])  # the allow was recorded
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
-        assert [e["eventType"] for e in more][-2:] == ["stack_current_changed", "cleanup_completed"]
+        assert lifecycle([e["eventType"] for e in more])[-2:] == ["stack_current_changed", "cleanup_completed"]
         assert more[-1]["data"]["outcome"] == "deleted"
         final = await journal_of(url, context_id)
         assert final == journaled + more  # the state endpoint: the journal, as streamed
@@ -390,7 +400,7 @@ async def test_kill_9_while_the_deploy_question_waits_then_its_answer_resumes_th
             final = await journal_of(url, context_id)
     assert final == journaled + more  # the state endpoint: the journal, as streamed
     assert_sound(final)  # the sequence goes on from the question, gapless
-    types = [e["eventType"] for e in more]
+    types = lifecycle([e["eventType"] for e in more])
     assert types[0] == "permission_resolved" and "permission_requested" not in types and "pipeline_resumed" not in types
     resolved = more[0]["data"]
     assert (resolved["inputId"], resolved["toolUseId"], resolved["decision"]) == (
@@ -450,7 +460,7 @@ async def test_kill_9_while_the_cleanup_question_waits_then_its_answer_resumes_t
                 "outcome"] == ("deleted" if decision == "allow_once" else "permission_denied")
     assert final == journaled + more
     assert_sound(final)
-    types = [e["eventType"] for e in more]
+    types = lifecycle([e["eventType"] for e in more])
     assert types[0] == "permission_resolved" and "cleanup_started" not in types  # the same cleanup goes on
     assert {e["data"]["cleanupId"] for e in final if e["eventType"].startswith("cleanup_")} == {
         next(e for e in final if e["eventType"] == "cleanup_started")["data"]["cleanupId"]}
@@ -529,7 +539,7 @@ async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str
             rest: list[Event] = []
             await collect(client, text_request("continue", 3, context_id), rest)
             more = pipeline_events(rest)
-        types = [e["eventType"] for e in more]
+        types = lifecycle([e["eventType"] for e in more])
         assert types[0] == "pipeline_resumed" and "permission_requested" not in types  # the allow was recorded
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
         conclusion = more[-3]["data"]["conclusion"]
@@ -589,7 +599,7 @@ async def test_kill_9_while_a_further_attempts_question_waits_then_its_answer_re
             final = await journal_of(url, context_id)
     assert final == journaled + more
     assert_sound(final)
-    types = [e["eventType"] for e in more]
+    types = lifecycle([e["eventType"] for e in more])
     assert types[0] == "permission_resolved" and "permission_requested" not in types
     assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
     assert more[-3]["data"]["conclusion"]["tool_use_id"] == envelope["toolUseId"]

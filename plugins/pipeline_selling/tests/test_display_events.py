@@ -1,5 +1,5 @@
 """The pipelines' display and telemetry events (since-0.13 §2.5, §10) and the pending-permissions mirror
-(input-and-permissions §2.1), through a real server and a2a-sdk's client: with ``IAC_CODE_PIPELINE_DISPLAY_EVENTS``
+(input-and-permissions §2.1), through a real server and a2a-sdk's client: by default (``IAC_CODE_PIPELINE_DISPLAY_EVENTS=0`` turns them off)
 the narration (``message_started`` / ``text_delta``) and the engine's tool calls (``tool_started`` / ``tool_result``,
 the input as its redacted shape) are journaled and sequenced like every other pipeline event, the state endpoint's
 ``display.messages`` equal what was streamed, and a deploy's permission question is mirrored into
@@ -26,7 +26,8 @@ Event = dict[str, Any]
 
 @pytest.fixture(autouse=True)
 def display_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "1")
+    """The default configuration: display events on (no ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in the environment)."""
+    monkeypatch.delenv("IAC_CODE_PIPELINE_DISPLAY_EVENTS", raising=False)
 
 
 async def send(client: Any, request: SendMessageRequest | str, *, n: int, context_id: str = "", task_id: str = "",
