@@ -182,11 +182,11 @@ async def test_each_protected_publication_comes_after_its_committed_backup(tmp_p
         assert _mode(directory) == 0o700 and _mode(directory.parent) == 0o700
         snapshot = json.loads(snapshot_file.read_text())
         assert snapshot["kind"] == "input_required" and snapshot["contextId"] == context_id
-        journal = snapshot["journal"]["events"]  # the journal up to the gated publication (its narration included)
-        assert journal == streamed[:len(journal)] and _types(streamed[len(journal):]) == ["backup_committed",
-                                                                                          "input_required"]
+        journal = snapshot["journal"]["events"]  # the journal up to the gated publication
+        *narration, ack, pending = snapshot["pending"]  # the publication: the question's narration, the ack, itself
+        assert journal + narration + [ack] == streamed[:-1]
+        assert narration and not _types(narration)  # the question's text (display events) is withheld with it
         assert snapshot["journal"]["lastSequence"] == journal[-1]["sequence"]
-        ack, pending = snapshot["pending"]
         assert ack == streamed[-2]
         assert pending == {**question, "visibility": "pending_backup"}  # recorded before it was published
         assert snapshot["state"]["pendingInput"]["kind"] == "candidate_selection"
@@ -256,8 +256,8 @@ async def test_an_unwritable_backup_dir_blocks_the_publication_until_a_retry_suc
         retried = await _send(client, "please retry", context_id=context_id, task_id=task_id, n=3)
         published = _pipeline(retried)
         assert _types(published) == ["backup_committed", "input_required"]  # the withheld question, once
-        assert published[1]["data"]["kind"] == "candidate_selection"
-        assert [o["candidate_index"] for o in published[1]["data"]["options"]] == [1, 2, 3]
+        assert lifecycle(published)[1]["data"]["kind"] == "candidate_selection"
+        assert [o["candidate_index"] for o in lifecycle(published)[1]["data"]["options"]] == [1, 2, 3]
         assert "backupBlocked" not in _last(retried)["metadata"]["iac_code"]
         task = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
         assert "backupBlocked" not in task["metadata"]["iac_code"]  # cleared by the committed publication
@@ -275,7 +275,7 @@ async def test_an_unwritable_backup_dir_blocks_the_publication_until_a_retry_suc
         done = await _send(client, "retry", context_id=context_id, task_id=task_id, n=5)
         assert _types(_pipeline(done)) == ["backup_committed", "pipeline_completed", "backup_committed",
                                            "pipeline_handoff_ready"]
-        assert _pipeline(done)[-1]["data"]["outcome"] == "completed"
+        assert lifecycle(_pipeline(done))[-1]["data"]["outcome"] == "completed"
 
         everything = [e for turn in (first, again, retried, answer, done) for e in _pipeline(turn)]
         _assert_sound(everything)
@@ -305,7 +305,7 @@ async def test_solution_first_withholds_its_deployment_confirmation_the_same_way
         _repair(backups)
         retried = await _send(client, "retry", context_id=context_id, task_id=task_id, n=3)
         assert _types(_pipeline(retried)) == ["backup_committed", "input_required"]
-        confirmation = _pipeline(retried)[1]["data"]
+        confirmation = lifecycle(_pipeline(retried))[1]["data"]
         assert confirmation["kind"] == "deployment_confirmation" and "effective_deployment_parameters" in confirmation
 
         canceled = await _send(client, "cancel", context_id=context_id, task_id=task_id, n=4)

@@ -270,9 +270,10 @@ async def test_bad_selection_asks_again_and_changes_nothing(driver: Driver, answ
     evs = pipeline_events(again)
     assert lifecycle([e["eventType"] for e in evs]) == ["input_required"]
     assert evs[0]["sequence"] == first[-1]["sequence"] + 1
-    assert evs[0]["data"]["options"] == first[-1]["data"]["options"]
-    assert evs[0]["data"]["prompt"] != first[-1]["data"]["prompt"]
-    assert "请选择" in evs[0]["data"]["prompt"]
+    [question] = lifecycle(evs)
+    assert question["data"]["options"] == first[-1]["data"]["options"]
+    assert question["data"]["prompt"] != first[-1]["data"]["prompt"]
+    assert "请选择" in question["data"]["prompt"]
     assert isinstance(again[-1], Progress) and again[-1].final
     after = driver.session["pipeline"]
     for key in ("candidates", "steps", "phase", "pipelineRunId"):
