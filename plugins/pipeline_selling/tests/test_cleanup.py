@@ -153,7 +153,7 @@ async def test_cleanup_only_deletes_the_deployed_stack_after_the_callers_allow(f
             assert event["data"]["toolUseId"] == envelope["toolUseId"]
             assert event["data"]["cleanupId"] == started["data"]["cleanupId"]
         check_current(lifecycle(after)[-2], stack, action="delete", current=False)
-        completed = after[-1]
+        completed = lifecycle(after)[-1]
         assert completed["status"] == "completed" and completed["data"]["outcome"] == "deleted"
         assert completed["data"]["cleaned"][0]["stackId"] == stack.stack_id and completed["data"]["remaining"] == []
         final = last_status(answered)
@@ -262,7 +262,7 @@ async def test_a_failed_deploy_leaves_its_stack_to_clean_and_a_failed_delete_kee
         fake_ros.delete_final_status = "DELETE_COMPLETE"
         retried = pipeline_events(await send(client, "clean up", n=4, context_id=context_id, iac_code=CLEANUP))
         assert retried[0]["data"]["resources"][0]["stackId"] == current["data"]["stackId"]  # still a target
-        assert retried[-1]["data"]["outcome"] == "deleted" and not fake_ros.alive()
+        assert lifecycle(retried)[-1]["data"]["outcome"] == "deleted" and not fake_ros.alive()
         assert fake_ros.deletions == 3 and fake_ros.created == 1  # the deploy's, the failed cleanup's, this one
 
 

@@ -185,8 +185,8 @@ async def test_kill_9_in_the_middle_of_a_deploy_creates_the_stack_once(cut: str,
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
         types = lifecycle([e["eventType"] for e in more])
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
-        assert more[-3]["data"]["conclusion"]["status"] == "success"
-        assert more[-3]["data"]["conclusion"]["stack_id"] == next(iter(fake_ros.stacks))
+        assert lifecycle(more)[-3]["data"]["conclusion"]["status"] == "success"
+        assert lifecycle(more)[-3]["data"]["conclusion"]["stack_id"] == next(iter(fake_ros.stacks))
 
         final = await journal_of(url, context_id)
         assert final == journaled + more  # the state endpoint: the journal, as streamed
@@ -276,7 +276,7 @@ async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str
             assert "permission_requested" not in lifecycle([e["eventType"] for e in more])  # the allow was recorded
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
         assert lifecycle([e["eventType"] for e in more])[-2:] == ["stack_current_changed", "cleanup_completed"]
-        assert more[-1]["data"]["outcome"] == "deleted"
+        assert lifecycle(more)[-1]["data"]["outcome"] == "deleted"
         final = await journal_of(url, context_id)
         assert final == journaled + more  # the state endpoint: the journal, as streamed
         assert_sound(final)
@@ -465,11 +465,11 @@ async def test_kill_9_while_the_cleanup_question_waits_then_its_answer_resumes_t
     assert {e["data"]["cleanupId"] for e in final if e["eventType"].startswith("cleanup_")} == {
         next(e for e in final if e["eventType"] == "cleanup_started")["data"]["cleanupId"]}
     if decision == "allow_once":
-        assert types[-2:] == ["stack_current_changed", "cleanup_completed"] and more[-1]["data"]["outcome"] == "deleted"
+        assert types[-2:] == ["stack_current_changed", "cleanup_completed"] and lifecycle(more)[-1]["data"]["outcome"] == "deleted"
         assert fake_ros.deletions == 1 and fake_ros.calls.count("DeleteStack") == 1 and not fake_ros.alive()
     else:
         assert types == ["permission_resolved", "cleanup_completed"]
-        assert more[-1]["data"]["outcome"] == "permission_denied" and more[-1]["status"] == "canceled"
+        assert lifecycle(more)[-1]["data"]["outcome"] == "permission_denied" and lifecycle(more)[-1]["status"] == "canceled"
         assert fake_ros.deletions == 0 and "DeleteStack" not in fake_ros.calls and fake_ros.alive()
     [boundary] = boundaries(state_dir)
     assert boundary["phase"] == "RESOLVED" and boundary["recovered"] is True
@@ -542,7 +542,7 @@ async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str
         types = lifecycle([e["eventType"] for e in more])
         assert types[0] == "pipeline_resumed" and "permission_requested" not in types  # the allow was recorded
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
-        conclusion = more[-3]["data"]["conclusion"]
+        conclusion = lifecycle(more)[-3]["data"]["conclusion"]
         assert conclusion["status"] == "success" and conclusion["stack_status"] == "CREATE_COMPLETE"
         final = await journal_of(url, context_id)
         assert final == journaled + more
@@ -602,5 +602,5 @@ async def test_kill_9_while_a_further_attempts_question_waits_then_its_answer_re
     types = lifecycle([e["eventType"] for e in more])
     assert types[0] == "permission_resolved" and "permission_requested" not in types
     assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
-    assert more[-3]["data"]["conclusion"]["tool_use_id"] == envelope["toolUseId"]
+    assert lifecycle(more)[-3]["data"]["conclusion"]["tool_use_id"] == envelope["toolUseId"]
     assert fake_ros.calls.count("ContinueCreateStack") == 1 and fake_ros.created == 1

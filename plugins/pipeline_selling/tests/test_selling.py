@@ -214,11 +214,11 @@ async def test_full_run_steps_events_and_handoff(driver: Driver) -> None:
                              "pipeline_completed", "pipeline_handoff_ready"]
     received = evs2[0]["data"]
     assert received["selectedCandidateIndex"] == 2 and received["selectedCandidateName"] == names[1]
-    warning = evs2[3]["data"]
+    warning = lifecycle(evs2)[3]["data"]
     assert warning["code"] == "no_deployer_configured"
     assert warning["artifact"]["name"] == "candidate-2-high-availability-across-two-zones.json"
     assert warning["artifact"]["name"] in warning["message"]
-    assert evs2[-1]["data"] == {"action": "switch_to_normal", "targetMode": "normal", "outcome": "completed",
+    assert lifecycle(evs2)[-1]["data"] == {"action": "switch_to_normal", "targetMode": "normal", "outcome": "completed",
                                 "summary": warning["message"]}
     third = await driver.turn("make the servers bigger")
     assert third == [TextDelta("chat: make the servers bigger")]
