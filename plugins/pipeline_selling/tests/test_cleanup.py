@@ -86,7 +86,8 @@ async def deployed(client: Any, fake: Any) -> tuple[list[Event], str]:
     context_id = last["contextId"]
     second = await send(client, "candidate 1", n=2, context_id=context_id, task_id=last["taskId"])
     events = pipeline_events(first) + pipeline_events(second)
-    assert lifecycle(events)[-1]["eventType"] == "pipeline_handoff_ready" and lifecycle(events)[-1]["data"]["outcome"] == "completed"
+    handoff = lifecycle(events)[-1]
+    assert handoff["eventType"] == "pipeline_handoff_ready" and handoff["data"]["outcome"] == "completed"
     assert fake.created == 1
     return events, context_id
 

@@ -237,7 +237,8 @@ async def test_selling_solution_first_deploys_over_rest(fake_ros: Any) -> None:
         answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=10)
         after = pipeline_events(answered)
         check_progress([e for e in after if e["eventType"] == "stack_progress"], envelope)
-        assert lifecycle([e["eventType"] for e in after])[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert lifecycle([e["eventType"] for e in after])[-3:] == ["step_completed", "pipeline_completed",
+                                                                    "pipeline_handoff_ready"]
         deployment = lifecycle(after)[-3]["data"]["conclusion"]
         assert deployment["status"] == "success" and deployment["stack_status"] == "CREATE_COMPLETE"
         effective = deployment["effective_deployment_parameters"]
@@ -368,6 +369,7 @@ async def test_a_deploy_question_the_restarted_server_cannot_ask_again_is_refuse
     async with start_server(settings(fake_ros, **{"persistence-dir": state_dir})) as server, \
             connect_client(server) as client:
         after = pipeline_events(await send(client, answer, n=11))
-        assert lifecycle([e["eventType"] for e in after])[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert lifecycle([e["eventType"] for e in after])[-3:] == ["step_completed", "pipeline_completed",
+                                                                    "pipeline_handoff_ready"]
         assert (await state_of(server.url, envelope["contextId"]))["events"] == before + after
     assert fake_ros.created == 1

@@ -73,10 +73,12 @@ async def test_a_full_selling_run_over_json_rpc() -> None:
 
         second = await _send(client, "方案 2", context_id=context_id, task_id=task_id, n=2)
         more = _pipeline(second)
-        assert lifecycle([e["eventType"] for e in more]) == ["input_received", "step_completed", "step_started", "pipeline_warning",
-                                                  "step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert lifecycle([e["eventType"] for e in more]) == [
+            "input_received", "step_completed", "step_started", "pipeline_warning", "step_completed",
+            "pipeline_completed", "pipeline_handoff_ready"]
         assert more[0]["sequence"] == streamed[-1]["sequence"] + 1
-        assert lifecycle(more)[-1]["data"]["action"] == "switch_to_normal" and lifecycle(more)[-1]["data"]["outcome"] == "completed"
+        handoff = lifecycle(more)[-1]["data"]
+        assert handoff["action"] == "switch_to_normal" and handoff["outcome"] == "completed"
         assert lifecycle(more)[3]["data"]["artifact"]["name"].startswith("candidate-2-")
 
         async with aiohttp.ClientSession() as http, http.get(
@@ -128,12 +130,13 @@ async def test_a_full_selling_run_over_rest() -> None:
         choice = json.dumps({"selected_candidate_name": options[2]["name"], "selected_candidate_index": 2})
         second = await _send(client, choice, context_id=context_id, task_id=task_id, n=2)
         more = _pipeline(second)
-        assert lifecycle([e["eventType"] for e in more]) == ["input_received", "step_completed", "step_started", "pipeline_warning",
-                                                  "step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert lifecycle([e["eventType"] for e in more]) == [
+            "input_received", "step_completed", "step_started", "pipeline_warning", "step_completed",
+            "pipeline_completed", "pipeline_handoff_ready"]
         assert more[0]["data"]["selectedCandidateIndex"] == 2  # the index wins over the name
         assert more[0]["sequence"] == streamed[-1]["sequence"] + 1
-        assert lifecycle(more)[-1]["data"] == {**lifecycle(more)[-1]["data"], "action": "switch_to_normal", "targetMode": "normal",
-                                    "outcome": "completed"}
+        handoff = lifecycle(more)[-1]["data"]
+        assert handoff == {**handoff, "action": "switch_to_normal", "targetMode": "normal", "outcome": "completed"}
         assert lifecycle(more)[3]["data"]["artifact"]["name"].startswith("candidate-2-")
 
         async with aiohttp.ClientSession() as http, http.get(

@@ -362,7 +362,8 @@ async def test_solution_first_end_to_end_over_json_rpc() -> None:
         economy, _ = _question(await say("1"))
         assert economy["template_url"] != data["template_url"] and economy["parameter_overrides"] == {}
         done = _streamed(await say("1"))  # a bare number: option 1's action, confirm
-        assert lifecycle([e["eventType"] for e in done])[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert lifecycle([e["eventType"] for e in done])[-3:] == ["step_completed", "pipeline_completed",
+                                                                   "pipeline_handoff_ready"]
         assert done[-1]["data"]["outcome"] == "completed"
         assert [e["sequence"] for e in streamed] == list(range(1, len(streamed) + 1))
         async with aiohttp.ClientSession() as http, http.get(
