@@ -91,8 +91,12 @@ class RunTurn(Protocol):
     layout: Any
     language: str
     pipeline: Any
+    said: bool
+    new_round: bool
 
-    def say(self, message: str) -> None: ...
+    def say(self, message: str, *, narrate: bool = True) -> str: ...
+
+    def narration_events(self, delta: str, first: int) -> list[dict[str, Any]]: ...
 
     async def emit(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
 
