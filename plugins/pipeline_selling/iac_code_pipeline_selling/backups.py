@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import errno
 import hashlib
 import json
@@ -90,8 +91,12 @@ class RunTurn(Protocol):
     layout: Any
     language: str
     pipeline: Any
+    said: bool
+    new_round: bool
 
-    def say(self, message: str) -> None: ...
+    def say(self, message: str, *, narrate: bool = True) -> str: ...
+
+    def narration_events(self, delta: str, first: int) -> list[dict[str, Any]]: ...
 
     async def emit(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
 
@@ -256,29 +261,39 @@ class Backups:
         await self._report_copy_failure(run)
         async with self.store.locked(context_id) as journal:
             first = journal.last_sequence + 1
+            # A question's text is withheld with it: its narration (display events) is part of the gated publication,
+            # journaled before the ack so the stream keeps sequence order.
+            said = str(resume.get("said", "")) if resume.get("op") == "ask" else ""
+            before = copy.deepcopy(run.state.get("narration")), run.new_round
+            narrated = run.narration_events((("\n\n" if run.said else "") + said) if said else "", first)
+            first += len(narrated)
             event = {**build(first + 1), "visibility": "committed"}
             key = once_key(event)
             if key is not None and key in journal.published:  # published before (a redone step): nothing to gate
+                self._restore_narration(run, before)
                 return journal.published[key]
             ack = self._envelope(run, first, "backup_committed", None, {
                 "committedEventId": event["eventId"], "committedEventType": event_type,
                 "committedSequence": event["sequence"]})
             generation = int(run.state.get("backupGeneration", 0)) + 1
             data = self._snapshot(run.turn, run.state, journal, kind=gate, generation=generation,
-                                  pending=[ack, {**event, "visibility": "pending_backup"}])
+                                  pending=[*narrated, ack, {**event, "visibility": "pending_backup"}])
             root = self.settings.staging or self.settings.directory
             assert root is not None
             try:
                 await asyncio.to_thread(write_generation, root, context_id, generation, data)
             except Exception as error:
-                await self._block(run, journal, first, gate, resume, error)
+                self._restore_narration(run, before)
+                await self._block(run, journal, first - len(narrated), gate, resume, error)
                 raise BackupBlocked(gate) from None
             run.state["backupGeneration"] = generation
-            await asyncio.to_thread(journal.append_many, [ack, event])
+            await asyncio.to_thread(journal.append_many, [*narrated, ack, event])
             run.state["lastSequence"] = max(int(run.state.get("lastSequence", 0)), event["sequence"])
+            for narration in narrated:
+                run.out.put_nowait(Progress({"pipeline": narration}))
             run.out.put_nowait(Progress({"pipeline": ack}))
-            if resume.get("op") == "ask":  # a question's text is withheld with it
-                run.say(str(resume.get("said", "")))
+            if said:
+                run.say(said, narrate=False)
             on_event(event)
         self._copy_later(context_id)
         return event
@@ -289,13 +304,26 @@ class Backups:
                    "recoverable": True}
         logger.warning("Critical backup of a pipeline session failed before its %s publication: %s", gate,
                        describe(error))
+        said = _text(run.language, "blocked", error=describe(error))
+        narrated = run.narration_events(("\n\n" if run.said else "") + said, sequence)  # before it: sequence order
         run.state["backupBlocked"] = {**blocked, "resume": dict(resume)}
         await run.pipeline.save_state(run.turn.context_id, run.state)
-        event = self._envelope(run, sequence, "backup_blocked", "input_required", blocked)
-        await asyncio.to_thread(journal.append, event)
+        event = self._envelope(run, sequence + len(narrated), "backup_blocked", "input_required", blocked)
+        await asyncio.to_thread(journal.append_many, [*narrated, event])
         run.state["lastSequence"] = max(int(run.state.get("lastSequence", 0)), event["sequence"])
-        run.say(_text(run.language, "blocked", error=describe(error)))
+        for narration in narrated:
+            run.out.put_nowait(Progress({"pipeline": narration}))
+        run.say(said, narrate=False)
         run.out.put_nowait(Progress({"pipeline": event, "backupBlocked": blocked}, final=True))
+
+    @staticmethod
+    def _restore_narration(run: RunTurn, before: tuple[Any, bool]) -> None:
+        """Undo :meth:`RunTurn.narration_events`' round bookkeeping for narration that was not published."""
+        narration, run.new_round = before
+        if narration is None:
+            run.state.pop("narration", None)
+        else:
+            run.state["narration"] = narration
 
     @staticmethod
     def _envelope(run: RunTurn, sequence: int, event_type: str, status: str | None,

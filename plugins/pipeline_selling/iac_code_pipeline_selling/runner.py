@@ -60,9 +60,10 @@ VAGUE_OPTIONS = (
 
 
 def display_events_enabled() -> bool:
-    """Whether the pipelines publish their display and telemetry events (narration, engine tool calls):
-    ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in ``1/true/yes/on`` (off by default for now; docs/pipeline.md)."""
-    return os.environ.get("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether the pipelines publish their display and telemetry events (narration, engine tool calls, the choice's
+    details and diagrams): on by default, as the product does; ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in
+    ``0/false/no/off`` turns them off (docs/pipeline.md)."""
+    return os.environ.get("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "").strip().lower() not in ("0", "false", "no", "off")
 
 
 def new_hex() -> str:
@@ -127,6 +128,7 @@ class RunTurn:
         # the continuation frame of the permission question this turn resumes, until it is asked again
         self.resuming: dict[str, Any] | None = None
         self.status = "working"
+        self.narration_status = "working"
         self.narration: list[str] = []  # text said since the last narration events (:meth:`flush_narration`)
         # a turn of a run that narrated before resumes it after user input: its narration is the next round
         self.new_round = bool(state.get("narration"))
@@ -144,6 +146,7 @@ class RunTurn:
             await self.flush_narration()  # what was said before this event is published before it
         if event_type == "interrupt_received" or (event_type == "permission_resolved" and not data.get("automatic")):
             self.new_round = True  # narration after an interrupt or the user's permission answer: the next round (§10)
+        self.narration_status = self.status  # what narration journaled with this event carries (narration_events)
         if event_type not in NARRATION_TYPES and status is not None:
             self.status = status  # narration carries the run's status as the last event left it
 
@@ -217,14 +220,41 @@ class RunTurn:
         self.out.put_nowait(Barrier(future))
         await future
 
-    def say(self, message: str) -> None:
+    def say(self, message: str, *, narrate: bool = True) -> str:
         """Assistant text for generic clients (the turn's ``status.message``; paragraphs apart), also published as
-        pipeline narration (``message_started`` / ``text_delta``) before the next event or at the turn's end."""
+        pipeline narration (``message_started`` / ``text_delta``) before the next event or at the turn's end
+        (``narrate=False``: the caller journals its narration itself, :meth:`narration_events`). Returns the delta."""
         delta = ("\n\n" if self.said else "") + message
         self.out.put_nowait(TextDelta(delta))
         self.said = True
-        if self.pipeline.display_events:
+        if narrate and self.pipeline.display_events:
             self.narration.append(delta)
+        return delta
+
+    def narration_events(self, delta: str, first: int) -> list[dict[str, Any]]:
+        """The narration of ``delta`` as envelopes numbered from ``first`` (``message_started`` first when the round
+        has none yet), for a publication whose sequences are assigned under the journal's lock (a backup-gated
+        question and its text, a ``backup_blocked`` and its text): journaled and queued by the caller, so the stream
+        keeps sequence order. Empty when display events are off. Advances the round like :meth:`flush_narration`."""
+        if not delta or not self.pipeline.display_events:
+            return []
+        narration = self.state.setdefault("narration", {"round": 0, "messageId": ""})
+        step = self.state.get("currentStep", self.layout.steps[0])
+        extra = {"step": self.step(step)} if step in self.layout.steps else None
+        scope = "step" if extra else "pipeline"
+        specs: list[tuple[str, dict[str, Any]]] = []
+        if self.new_round or not narration.get("messageId"):
+            narration["round"] = int(narration.get("round", 0)) + 1
+            narration["messageId"] = f"msg-{new_hex()}"
+            self.new_round = False
+            specs.append(("message_started", {"message_id": narration["messageId"], "role": "assistant",
+                                              "round": narration["round"]}))
+        specs.append(("text_delta", {"message_id": narration["messageId"], "round": narration["round"],
+                                     "delta": delta}))
+        return [envelope(first + i, event_type=kind, scope=scope, status=self.narration_status, data=data,
+                         run_id=self.state["pipelineRunId"], task_id=self.turn.task_id,
+                         context_id=self.turn.context_id, pipeline_name=self.layout.name, extra=extra)
+                for i, (kind, data) in enumerate(specs)]
 
     async def flush_narration(self) -> None:
         """Publish the text said since the last flush as ``text_delta`` events of the round's assistant message

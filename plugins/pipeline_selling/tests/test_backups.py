@@ -37,6 +37,16 @@ from iac_code.testing import (
     start_server,
 )
 
+
+DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
+                           "diagram_shown"})
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
+    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 RICH = {"candidatePresentation": "rich-v1"}
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
@@ -78,7 +88,7 @@ def _said(results: list[Event]) -> str:
 
 
 def _types(events: list[Event]) -> list[str]:
-    return [e["eventType"] for e in events]
+    return lifecycle([e["eventType"] for e in events])
 
 
 async def _state(url: str, context_id: str) -> Event:
@@ -172,9 +182,11 @@ async def test_each_protected_publication_comes_after_its_committed_backup(tmp_p
         assert _mode(directory) == 0o700 and _mode(directory.parent) == 0o700
         snapshot = json.loads(snapshot_file.read_text())
         assert snapshot["kind"] == "input_required" and snapshot["contextId"] == context_id
-        assert snapshot["journal"]["events"] == streamed[:-2]  # the journal up to the gated publication
-        assert snapshot["journal"]["lastSequence"] == streamed[-3]["sequence"]
-        ack, pending = snapshot["pending"]
+        journal = snapshot["journal"]["events"]  # the journal up to the gated publication
+        *narration, ack, pending = snapshot["pending"]  # the publication: the question's narration, the ack, itself
+        assert journal + narration + [ack] == streamed[:-1]
+        assert narration and not _types(narration)  # the question's text (display events) is withheld with it
+        assert snapshot["journal"]["lastSequence"] == journal[-1]["sequence"]
         assert ack == streamed[-2]
         assert pending == {**question, "visibility": "pending_backup"}  # recorded before it was published
         assert snapshot["state"]["pendingInput"]["kind"] == "candidate_selection"
@@ -244,8 +256,8 @@ async def test_an_unwritable_backup_dir_blocks_the_publication_until_a_retry_suc
         retried = await _send(client, "please retry", context_id=context_id, task_id=task_id, n=3)
         published = _pipeline(retried)
         assert _types(published) == ["backup_committed", "input_required"]  # the withheld question, once
-        assert published[1]["data"]["kind"] == "candidate_selection"
-        assert [o["candidate_index"] for o in published[1]["data"]["options"]] == [1, 2, 3]
+        assert lifecycle(published)[1]["data"]["kind"] == "candidate_selection"
+        assert [o["candidate_index"] for o in lifecycle(published)[1]["data"]["options"]] == [1, 2, 3]
         assert "backupBlocked" not in _last(retried)["metadata"]["iac_code"]
         task = MessageToDict(await client.get_task(GetTaskRequest(id=task_id)))
         assert "backupBlocked" not in task["metadata"]["iac_code"]  # cleared by the committed publication
@@ -263,7 +275,7 @@ async def test_an_unwritable_backup_dir_blocks_the_publication_until_a_retry_suc
         done = await _send(client, "retry", context_id=context_id, task_id=task_id, n=5)
         assert _types(_pipeline(done)) == ["backup_committed", "pipeline_completed", "backup_committed",
                                            "pipeline_handoff_ready"]
-        assert _pipeline(done)[-1]["data"]["outcome"] == "completed"
+        assert lifecycle(_pipeline(done))[-1]["data"]["outcome"] == "completed"
 
         everything = [e for turn in (first, again, retried, answer, done) for e in _pipeline(turn)]
         _assert_sound(everything)
@@ -293,7 +305,7 @@ async def test_solution_first_withholds_its_deployment_confirmation_the_same_way
         _repair(backups)
         retried = await _send(client, "retry", context_id=context_id, task_id=task_id, n=3)
         assert _types(_pipeline(retried)) == ["backup_committed", "input_required"]
-        confirmation = _pipeline(retried)[1]["data"]
+        confirmation = lifecycle(_pipeline(retried))[1]["data"]
         assert confirmation["kind"] == "deployment_confirmation" and "effective_deployment_parameters" in confirmation
 
         canceled = await _send(client, "cancel", context_id=context_id, task_id=task_id, n=4)

@@ -15,6 +15,16 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_request, start_server
 
+
+DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
+                           "diagram_shown"})
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
+    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 KEY_ID = "LTAI5tFakeCleanupKeyId"
 SECRET = "cleanup-secret-0a9b8c7d"
@@ -76,7 +86,8 @@ async def deployed(client: Any, fake: Any) -> tuple[list[Event], str]:
     context_id = last["contextId"]
     second = await send(client, "candidate 1", n=2, context_id=context_id, task_id=last["taskId"])
     events = pipeline_events(first) + pipeline_events(second)
-    assert events[-1]["eventType"] == "pipeline_handoff_ready" and events[-1]["data"]["outcome"] == "completed"
+    handoff = lifecycle(events)[-1]
+    assert handoff["eventType"] == "pipeline_handoff_ready" and handoff["data"]["outcome"] == "completed"
     assert fake.created == 1
     return events, context_id
 
@@ -99,7 +110,7 @@ async def test_cleanup_only_deletes_the_deployed_stack_after_the_callers_allow(f
         stack = next(iter(fake_ros.stacks.values()))
         [created] = of(before, "stack_current_changed")
         check_current(created, stack, action="create", current=True)
-        assert [e["eventType"] for e in before][-4:] == ["stack_current_changed", "step_completed",
+        assert lifecycle([e["eventType"] for e in before])[-4:] == ["stack_current_changed", "step_completed",
                                                          "pipeline_completed", "pipeline_handoff_ready"]
         assert (await state_of(server.url, context_id))["snapshot"]["currentStack"] == {
             "stackId": stack.stack_id, "stackName": stack.name, "regionId": "cn-hangzhou",
@@ -118,7 +129,7 @@ async def test_cleanup_only_deletes_the_deployed_stack_after_the_callers_allow(f
                          {"product": "ROS", "action": "GetStack", "effect": "read", "repeat": "polling"}]}
         assert stack.stack_id in envelope["target"] or stack.name in envelope["target"]
         first = pipeline_events(asked)
-        assert [e["eventType"] for e in first] == ["cleanup_started", "permission_requested"]
+        assert lifecycle([e["eventType"] for e in first]) == ["cleanup_started", "permission_requested"]
         started = first[0]
         assert started["scope"] == "stack" and started["data"]["reason"] == "cleanup_only"
         assert started["data"]["cleanupId"].startswith("cleanup-")
@@ -131,7 +142,7 @@ async def test_cleanup_only_deletes_the_deployed_stack_after_the_callers_allow(f
 
         answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=4)
         after = pipeline_events(answered)
-        types = [e["eventType"] for e in after]
+        types = lifecycle([e["eventType"] for e in after])
         assert types[0] == "permission_resolved" and after[0]["data"]["decision"] == "allow_once"
         assert types[-2:] == ["stack_current_changed", "cleanup_completed"], types
         progress = of(after, "cleanup_progress")
@@ -142,8 +153,8 @@ async def test_cleanup_only_deletes_the_deployed_stack_after_the_callers_allow(f
                                           "progressPercentage", "elapsedSeconds"}
             assert event["data"]["toolUseId"] == envelope["toolUseId"]
             assert event["data"]["cleanupId"] == started["data"]["cleanupId"]
-        check_current(after[-2], stack, action="delete", current=False)
-        completed = after[-1]
+        check_current(lifecycle(after)[-2], stack, action="delete", current=False)
+        completed = lifecycle(after)[-1]
         assert completed["status"] == "completed" and completed["data"]["outcome"] == "deleted"
         assert completed["data"]["cleaned"][0]["stackId"] == stack.stack_id and completed["data"]["remaining"] == []
         final = last_status(answered)
@@ -159,7 +170,7 @@ async def test_cleanup_only_deletes_the_deployed_stack_after_the_callers_allow(f
 
         again = await send(client, "clean up again", n=5, context_id=context_id, iac_code=CLEANUP)
         nothing = pipeline_events(again)
-        assert [e["eventType"] for e in nothing] == ["cleanup_started", "cleanup_completed"]
+        assert lifecycle([e["eventType"] for e in nothing]) == ["cleanup_started", "cleanup_completed"]
         assert nothing[1]["data"]["outcome"] == "nothing_to_clean" and nothing[0]["data"]["resources"] == []
         assert nothing[0]["data"]["cleanupId"] != started["data"]["cleanupId"]
         assert fake_ros.calls.count("DeleteStack") == 1
@@ -173,7 +184,7 @@ async def test_a_denied_cleanup_removes_nothing_and_can_be_asked_again(fake_ros:
         envelope = last_status(asked)["metadata"]["iac_code"]["input"]
         denied = await send(client, permission_answer_request(envelope, "deny", message_id="deny"), n=4)
         events = pipeline_events(denied)
-        assert [e["eventType"] for e in events] == ["permission_resolved", "cleanup_completed"]
+        assert lifecycle([e["eventType"] for e in events]) == ["permission_resolved", "cleanup_completed"]
         done = events[1]
         assert done["status"] == "canceled" and done["data"]["outcome"] == "permission_denied"
         assert done["data"]["cleaned"] == [] and done["data"]["remaining"][0]["stackId"] == next(iter(fake_ros.stacks))
@@ -186,7 +197,7 @@ async def test_a_denied_cleanup_removes_nothing_and_can_be_asked_again(fake_ros:
         second = last_status(again)["metadata"]["iac_code"]["input"]
         assert second["toolName"] == "ros_delete_stack" and second["toolUseId"] != envelope["toolUseId"]
         allowed = await send(client, permission_answer_request(second, "allow_once", message_id="allow"), n=6)
-        assert pipeline_events(allowed)[-1]["data"]["outcome"] == "deleted"
+        assert lifecycle(pipeline_events(allowed))[-1]["data"]["outcome"] == "deleted"
         assert fake_ros.deletions == 1 and not fake_ros.alive()
         everything = await journal(server.url, context_id)
         assert [e["sequence"] for e in everything] == list(range(1, len(everything) + 1))
@@ -210,15 +221,15 @@ async def test_only_a_rule_naming_ros_delete_stack_deletes_without_asking(rules:
         if "auto-approve-permissions" in rules:
             resolved = of(events, "permission_resolved")[0]["data"]
             assert resolved["decision"] == "deny" and resolved["automatic"] is True
-            assert events[-1]["data"]["outcome"] == "permission_denied" and fake_ros.deletions == 0
+            assert lifecycle(events)[-1]["data"]["outcome"] == "permission_denied" and fake_ros.deletions == 0
         elif "*" in rules["permission-rules"]["allow"]:
-            assert events[-1]["eventType"] == "permission_requested"
+            assert lifecycle(events)[-1]["eventType"] == "permission_requested"
             assert last_status(result)["metadata"]["iac_code"]["input"]["toolName"] == "ros_delete_stack"
             assert fake_ros.deletions == 0
         else:
             resolved = of(events, "permission_resolved")[0]["data"]
             assert resolved["decision"] == "allow_once" and resolved["automatic"] is True
-            assert events[-1]["data"]["outcome"] == "deleted" and fake_ros.deletions == 1
+            assert lifecycle(events)[-1]["data"]["outcome"] == "deleted" and fake_ros.deletions == 1
         assert [e["sequence"] for e in await journal(server.url, context_id)][-1] == events[-1]["sequence"]
 
 
@@ -243,8 +254,8 @@ async def test_a_failed_deploy_leaves_its_stack_to_clean_and_a_failed_delete_kee
         assert current["data"]["stackStatus"] == "DELETE_FAILED"
 
         failed = pipeline_events(await send(client, "clean up", n=3, context_id=context_id, iac_code=CLEANUP))
-        assert failed[-1]["eventType"] == "cleanup_failed" and failed[-1]["status"] == "failed"
-        data = failed[-1]["data"]
+        assert lifecycle(failed)[-1]["eventType"] == "cleanup_failed" and lifecycle(failed)[-1]["status"] == "failed"
+        data = lifecycle(failed)[-1]["data"]
         assert data["outcome"] == "failed" and data["error"] == "stack_delete_failed" and data["cleaned"] == []
         assert "DELETE_FAILED" in data["message"] and data["remaining"][0]["stackId"] == current["data"]["stackId"]
         assert not of(failed, "stack_current_changed")
@@ -252,7 +263,7 @@ async def test_a_failed_deploy_leaves_its_stack_to_clean_and_a_failed_delete_kee
         fake_ros.delete_final_status = "DELETE_COMPLETE"
         retried = pipeline_events(await send(client, "clean up", n=4, context_id=context_id, iac_code=CLEANUP))
         assert retried[0]["data"]["resources"][0]["stackId"] == current["data"]["stackId"]  # still a target
-        assert retried[-1]["data"]["outcome"] == "deleted" and not fake_ros.alive()
+        assert lifecycle(retried)[-1]["data"]["outcome"] == "deleted" and not fake_ros.alive()
         assert fake_ros.deletions == 3 and fake_ros.created == 1  # the deploy's, the failed cleanup's, this one
 
 
@@ -262,7 +273,7 @@ async def test_without_a_deploy_there_is_nothing_to_clean(fake_ros: Any) -> None
         last = last_status(first)
         await send(client, "candidate 1", n=2, context_id=last["contextId"], task_id=last["taskId"])
         events = pipeline_events(await send(client, "clean up", n=3, context_id=last["contextId"], iac_code=CLEANUP))
-        assert [e["eventType"] for e in events] == ["cleanup_started", "cleanup_completed"]
+        assert lifecycle([e["eventType"] for e in events]) == ["cleanup_started", "cleanup_completed"]
         assert events[1]["data"]["outcome"] == "nothing_to_clean"
         assert not of(await journal(server.url, last["contextId"]), "stack_current_changed")
         assert fake_ros.calls == []

@@ -15,6 +15,16 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_request, run_cli, start_server
 
+
+DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
+                           "diagram_shown"})
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
+    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 KEY_ID = "LTAI5tFakeKeyIdForTests"
 SECRET = "fake-secret-5f3c0b1e9d"  # must never be seen outside the server
@@ -127,12 +137,12 @@ async def test_a_selling_run_deploys_after_the_callers_allow(fake_ros: Any) -> N
         assert fake_ros.created == 0 and fake_ros.calls == []  # asked before anything reached ROS
         waiting = (await state_of(server.url, envelope["contextId"]))["snapshot"]
         assert waiting["pendingInput"] == envelope and waiting["status"] == "input_required"
-        assert [e["eventType"] for e in before[-4:]] == ["input_received", "step_completed", "step_started",
+        assert lifecycle([e["eventType"] for e in before])[-4:] == ["input_received", "step_completed", "step_started",
                                                          "permission_requested"]
 
         answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=10)
         after = pipeline_events(answered)
-        types = [e["eventType"] for e in after]
+        types = lifecycle([e["eventType"] for e in after])
         assert types[0] == "permission_resolved"
         resolved = after[0]
         assert resolved["data"] == {"kind": "permission", "permissionId": envelope["inputId"],
@@ -142,7 +152,7 @@ async def test_a_selling_run_deploys_after_the_callers_allow(fake_ros: Any) -> N
         progress = [e for e in after if e["eventType"] == "stack_progress"]
         check_progress(progress, envelope)
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
-        deployment = after[-3]["data"]["conclusion"]
+        deployment = lifecycle(after)[-3]["data"]["conclusion"]
         assert deployment["status"] == "success" and deployment["deployed"] is True
         assert deployment["stack_status"] == "CREATE_COMPLETE"
         assert deployment["stack_id"] == progress[-1]["data"]["stackId"] == next(iter(fake_ros.stacks))
@@ -173,7 +183,7 @@ async def test_a_denied_deploy_creates_nothing(fake_ros: Any) -> None:
         before, envelope = await until_permission(client, rich=False)
         answered = await send(client, permission_answer_request(envelope, "deny", message_id="deny"), n=10)
         after = pipeline_events(answered)
-        assert [e["eventType"] for e in after] == ["permission_resolved", "step_completed", "pipeline_canceled",
+        assert lifecycle([e["eventType"] for e in after]) == ["permission_resolved", "step_completed", "pipeline_canceled",
                                                    "pipeline_handoff_ready"]
         assert after[0]["data"]["decision"] == "deny"
         conclusion = after[1]["data"]["conclusion"]
@@ -215,7 +225,7 @@ async def test_a_rule_naming_ros_deploy_allows_it_without_asking(fake_ros: Any) 
         events = pipeline_events(second)
         resolved = next(e for e in events if e["eventType"] == "permission_resolved")
         assert resolved["data"]["decision"] == "allow_once" and resolved["data"]["automatic"] is True
-        assert events[-3]["data"]["conclusion"]["status"] == "success"
+        assert lifecycle(events)[-3]["data"]["conclusion"]["status"] == "success"
         assert fake_ros.created == 1
 
 
@@ -227,8 +237,9 @@ async def test_selling_solution_first_deploys_over_rest(fake_ros: Any) -> None:
         answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=10)
         after = pipeline_events(answered)
         check_progress([e for e in after if e["eventType"] == "stack_progress"], envelope)
-        assert [e["eventType"] for e in after][-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
-        deployment = after[-3]["data"]["conclusion"]
+        assert lifecycle([e["eventType"] for e in after])[-3:] == ["step_completed", "pipeline_completed",
+                                                                    "pipeline_handoff_ready"]
+        deployment = lifecycle(after)[-3]["data"]["conclusion"]
         assert deployment["status"] == "success" and deployment["stack_status"] == "CREATE_COMPLETE"
         effective = deployment["effective_deployment_parameters"]
         assert deployment["stack_name"] == effective["stack_name"] and deployment["region_id"] == effective["region_id"]
@@ -250,9 +261,9 @@ async def test_a_stack_that_fails_fails_the_step_with_a_sanitised_reason(fake_ro
         assert asked[-1]["eventType"] == "permission_requested" and again["operation"]["action"] == "delete_and_create"
         denied = await send(client, permission_answer_request(again, "deny", message_id="deny"), n=11)
         after = asked + pipeline_events(denied)
-        types = [e["eventType"] for e in after]
+        types = lifecycle([e["eventType"] for e in after])
         assert types[-3:] == ["step_failed", "pipeline_failed", "pipeline_handoff_ready"]
-        failed = after[-3]["data"]
+        failed = lifecycle(after)[-3]["data"]
         assert failed["error"] == "stack_create_failed" and failed["stepId"] == "deploying"
         assert failed["deployment"]["stack_status"] == "CREATE_ROLLBACK_COMPLETE"
         assert "InvalidParameter" in failed["message"] and "<path>" in failed["message"]
@@ -269,7 +280,7 @@ async def test_a_stack_name_taken_by_another_stack_fails_without_adopting_it(fak
         theirs = fake_ros.add_stack(envelope["operation"]["target"]["name"])
         answered = await send(client, permission_answer_request(envelope, "allow_once", message_id="allow"), n=10)
         after = pipeline_events(answered)
-        assert [e["eventType"] for e in after] == ["permission_resolved", "step_failed", "pipeline_failed",
+        assert lifecycle([e["eventType"] for e in after]) == ["permission_resolved", "step_failed", "pipeline_failed",
                                                    "pipeline_handoff_ready"]
         failed = after[1]["data"]
         assert failed["error"] == "create_stack_failed" and failed["rosCode"] == "StackExists"
@@ -326,10 +337,10 @@ async def test_a_deploy_question_nobody_answers_is_suspended_and_its_answer_resu
         assert updates[0]["metadata"]["iac_code"]["permissionRecovered"] == {
             "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"]}
         after = pipeline_events(answered)
-        types = [e["eventType"] for e in after]
+        types = lifecycle([e["eventType"] for e in after])
         assert types[0] == "permission_resolved" and after[0]["data"]["decision"] == "allow_once"
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
-        assert after[-3]["data"]["conclusion"]["status"] == "success"
+        assert lifecycle(after)[-3]["data"]["conclusion"]["status"] == "success"
         state = await state_of(server.url, envelope["contextId"])
         assert state["events"] == before + after
         assert [e["sequence"] for e in state["events"]] == list(range(1, len(state["events"]) + 1))
@@ -358,6 +369,7 @@ async def test_a_deploy_question_the_restarted_server_cannot_ask_again_is_refuse
     async with start_server(settings(fake_ros, **{"persistence-dir": state_dir})) as server, \
             connect_client(server) as client:
         after = pipeline_events(await send(client, answer, n=11))
-        assert [e["eventType"] for e in after][-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"]
+        assert lifecycle([e["eventType"] for e in after])[-3:] == ["step_completed", "pipeline_completed",
+                                                                    "pipeline_handoff_ready"]
         assert (await state_of(server.url, envelope["contextId"]))["events"] == before + after
     assert fake_ros.created == 1

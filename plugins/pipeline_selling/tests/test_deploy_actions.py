@@ -14,6 +14,16 @@ from typing import Any
 from iac_code.testing import connect_client, permission_answer_request, start_server
 
 
+DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
+                           "diagram_shown"})
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
+    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+
+
 def _helpers() -> Any:
     """``test_deploy.py``'s helpers (the tests run with --import-mode=importlib: loaded by its path)."""
     name = "iac_code_pipeline_selling_tests_deploy_helpers"
@@ -48,10 +58,10 @@ async def failed_once(client: Any, fake_ros: Any) -> tuple[Event, Event, list[Ev
 
 
 def completed(events: list[Event]) -> Event:
-    types = [e["eventType"] for e in events]
+    types = lifecycle([e["eventType"] for e in events])
     assert types[0] == "permission_resolved" and types[-3:] == ["step_completed", "pipeline_completed",
                                                                  "pipeline_handoff_ready"], types
-    conclusion = events[-3]["data"]["conclusion"]
+    conclusion = lifecycle(events)[-3]["data"]["conclusion"]
     assert conclusion["status"] == "success" and conclusion["stack_status"] == "CREATE_COMPLETE"
     return conclusion
 
@@ -107,9 +117,9 @@ async def test_a_denied_further_attempt_calls_nothing(fake_ros: Any) -> None:
         calls = list(fake_ros.calls)
         answered = await deploy.send(client, permission_answer_request(again, "deny", message_id="no"), n=11)
         after = deploy.pipeline_events(answered)
-        assert [e["eventType"] for e in after][-3:] == ["step_failed", "pipeline_failed", "pipeline_handoff_ready"]
+        assert lifecycle([e["eventType"] for e in after])[-3:] == ["step_failed", "pipeline_failed", "pipeline_handoff_ready"]
         assert after[0]["data"]["decision"] == "deny"
-        failed = after[-3]["data"]
+        failed = lifecycle(after)[-3]["data"]
         assert failed["error"] == "stack_create_failed" and failed["deployment"]["stack_status"] == "CREATE_FAILED"
         assert fake_ros.calls == calls  # nothing reached ROS after the question
         assert fake_ros.continuations == 0 and fake_ros.deletions == 0 and fake_ros.created == 1

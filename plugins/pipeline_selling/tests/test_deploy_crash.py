@@ -32,6 +32,16 @@ from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_request
 
+
+DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
+                           "diagram_shown"})
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
+    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
 LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
@@ -108,7 +118,7 @@ def assert_sound(events: list[Event]) -> None:
     assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
     assert len({e["eventId"] for e in events}) == len(events)
     once = Counter((e["eventType"], e.get("step", {}).get("runId"), e.get("candidate", {}).get("runId"),
-                    e.get("candidateStep", {}).get("runId"), e["data"].get("stepId")) for e in events
+                    e.get("candidateStep", {}).get("runId"), e["data"].get("stepId")) for e in lifecycle(events)
                    if e["eventType"] not in ("input_required", "pipeline_resumed", "stack_progress", "cleanup_progress",
                                              "permission_requested", "permission_resolved"))
     assert not {k: c for k, c in once.items() if c > 1}
@@ -171,12 +181,12 @@ async def test_kill_9_in_the_middle_of_a_deploy_creates_the_stack_once(cut: str,
             await collect(client, text_request("continue", 3, context_id), rest)
             more = pipeline_events(rest)
             assert more[0]["eventType"] == "pipeline_resumed"
-            assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
+            assert "permission_requested" not in lifecycle([e["eventType"] for e in more])  # the allow was recorded
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
-        types = [e["eventType"] for e in more]
+        types = lifecycle([e["eventType"] for e in more])
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
-        assert more[-3]["data"]["conclusion"]["status"] == "success"
-        assert more[-3]["data"]["conclusion"]["stack_id"] == next(iter(fake_ros.stacks))
+        assert lifecycle(more)[-3]["data"]["conclusion"]["status"] == "success"
+        assert lifecycle(more)[-3]["data"]["conclusion"]["stack_id"] == next(iter(fake_ros.stacks))
 
         final = await journal_of(url, context_id)
         assert final == journaled + more  # the state endpoint: the journal, as streamed
@@ -263,10 +273,10 @@ async def test_kill_9_in_the_middle_of_a_cleanup_deletes_the_stack_once(cut: str
             resumed: list[Event] = []
             await collect(client, request, resumed)
             more = pipeline_events(resumed)
-            assert "permission_requested" not in [e["eventType"] for e in more]  # the allow was recorded
+            assert "permission_requested" not in lifecycle([e["eventType"] for e in more])  # the allow was recorded
         assert more[0]["sequence"] == journaled[-1]["sequence"] + 1
-        assert [e["eventType"] for e in more][-2:] == ["stack_current_changed", "cleanup_completed"]
-        assert more[-1]["data"]["outcome"] == "deleted"
+        assert lifecycle([e["eventType"] for e in more])[-2:] == ["stack_current_changed", "cleanup_completed"]
+        assert lifecycle(more)[-1]["data"]["outcome"] == "deleted"
         final = await journal_of(url, context_id)
         assert final == journaled + more  # the state endpoint: the journal, as streamed
         assert_sound(final)
@@ -390,7 +400,7 @@ async def test_kill_9_while_the_deploy_question_waits_then_its_answer_resumes_th
             final = await journal_of(url, context_id)
     assert final == journaled + more  # the state endpoint: the journal, as streamed
     assert_sound(final)  # the sequence goes on from the question, gapless
-    types = [e["eventType"] for e in more]
+    types = lifecycle([e["eventType"] for e in more])
     assert types[0] == "permission_resolved" and "permission_requested" not in types and "pipeline_resumed" not in types
     resolved = more[0]["data"]
     assert (resolved["inputId"], resolved["toolUseId"], resolved["decision"]) == (
@@ -450,16 +460,17 @@ async def test_kill_9_while_the_cleanup_question_waits_then_its_answer_resumes_t
                 "outcome"] == ("deleted" if decision == "allow_once" else "permission_denied")
     assert final == journaled + more
     assert_sound(final)
-    types = [e["eventType"] for e in more]
+    types = lifecycle([e["eventType"] for e in more])
     assert types[0] == "permission_resolved" and "cleanup_started" not in types  # the same cleanup goes on
     assert {e["data"]["cleanupId"] for e in final if e["eventType"].startswith("cleanup_")} == {
         next(e for e in final if e["eventType"] == "cleanup_started")["data"]["cleanupId"]}
     if decision == "allow_once":
-        assert types[-2:] == ["stack_current_changed", "cleanup_completed"] and more[-1]["data"]["outcome"] == "deleted"
+        assert types[-2:] == ["stack_current_changed", "cleanup_completed"]
+        assert lifecycle(more)[-1]["data"]["outcome"] == "deleted"
         assert fake_ros.deletions == 1 and fake_ros.calls.count("DeleteStack") == 1 and not fake_ros.alive()
     else:
         assert types == ["permission_resolved", "cleanup_completed"]
-        assert more[-1]["data"]["outcome"] == "permission_denied" and more[-1]["status"] == "canceled"
+        assert lifecycle(more)[-1]["data"]["outcome"] == "permission_denied" and lifecycle(more)[-1]["status"] == "canceled"
         assert fake_ros.deletions == 0 and "DeleteStack" not in fake_ros.calls and fake_ros.alive()
     [boundary] = boundaries(state_dir)
     assert boundary["phase"] == "RESOLVED" and boundary["recovered"] is True
@@ -529,10 +540,10 @@ async def test_kill_9_in_the_middle_of_a_further_attempt_calls_ros_once(cut: str
             rest: list[Event] = []
             await collect(client, text_request("continue", 3, context_id), rest)
             more = pipeline_events(rest)
-        types = [e["eventType"] for e in more]
+        types = lifecycle([e["eventType"] for e in more])
         assert types[0] == "pipeline_resumed" and "permission_requested" not in types  # the allow was recorded
         assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
-        conclusion = more[-3]["data"]["conclusion"]
+        conclusion = lifecycle(more)[-3]["data"]["conclusion"]
         assert conclusion["status"] == "success" and conclusion["stack_status"] == "CREATE_COMPLETE"
         final = await journal_of(url, context_id)
         assert final == journaled + more
@@ -589,8 +600,8 @@ async def test_kill_9_while_a_further_attempts_question_waits_then_its_answer_re
             final = await journal_of(url, context_id)
     assert final == journaled + more
     assert_sound(final)
-    types = [e["eventType"] for e in more]
+    types = lifecycle([e["eventType"] for e in more])
     assert types[0] == "permission_resolved" and "permission_requested" not in types
     assert types[-3:] == ["step_completed", "pipeline_completed", "pipeline_handoff_ready"], types
-    assert more[-3]["data"]["conclusion"]["tool_use_id"] == envelope["toolUseId"]
+    assert lifecycle(more)[-3]["data"]["conclusion"]["tool_use_id"] == envelope["toolUseId"]
     assert fake_ros.calls.count("ContinueCreateStack") == 1 and fake_ros.created == 1

@@ -1,5 +1,5 @@
 """The pipelines' display and telemetry events (since-0.13 §2.5, §10) and the pending-permissions mirror
-(input-and-permissions §2.1), through a real server and a2a-sdk's client: with ``IAC_CODE_PIPELINE_DISPLAY_EVENTS``
+(input-and-permissions §2.1), through a real server and a2a-sdk's client: by default (``IAC_CODE_PIPELINE_DISPLAY_EVENTS=0`` turns them off)
 the narration (``message_started`` / ``text_delta``) and the engine's tool calls (``tool_started`` / ``tool_result``,
 the input as its redacted shape) are journaled and sequenced like every other pipeline event, the state endpoint's
 ``display.messages`` equal what was streamed, and a deploy's permission question is mirrored into
@@ -26,7 +26,8 @@ Event = dict[str, Any]
 
 @pytest.fixture(autouse=True)
 def display_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "1")
+    """The default configuration: display events on (no ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in the environment)."""
+    monkeypatch.delenv("IAC_CODE_PIPELINE_DISPLAY_EVENTS", raising=False)
 
 
 async def send(client: Any, request: SendMessageRequest | str, *, n: int, context_id: str = "", task_id: str = "",
@@ -181,3 +182,18 @@ async def test_solution_first_narrates_and_a_clarification_answer_starts_a_new_r
         rounds = [m["round"] for m in messages]
         assert rounds == list(range(1, len(rounds) + 1)) and len(rounds) == 4
         assert all(m["text"] for m in messages)
+
+
+@pytest.mark.parametrize("off", ["0", "false", "no", "OFF"])
+async def test_the_env_opt_out_leaves_the_lifecycle_events_only(monkeypatch: pytest.MonkeyPatch, off: str) -> None:
+    monkeypatch.setenv("IAC_CODE_PIPELINE_DISPLAY_EVENTS", off)
+    async with start_server({"mode": "pipeline"}) as server, connect_client(server) as client:
+        first = await send(client, PROMPT, n=1, iac_code={"candidatePresentation": "rich-v1"})
+        streamed = pipeline_events(first)
+        last = last_status(first)
+        assert streamed[-1]["eventType"] == "input_required" and streamed[-1]["data"]["kind"] == "candidate_selection"
+        assert not DISPLAY & {e["eventType"] for e in streamed}
+        assert [e["sequence"] for e in streamed] == list(range(1, len(streamed) + 1))
+        assert "candidate 2" in last["status"]["message"]["parts"][0]["text"]  # the text for generic clients stays
+        state = await state_of(server.url, last["contextId"])
+        assert state["events"] == streamed and state["snapshot"]["display"]["messages"] == []

@@ -29,6 +29,16 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from iac_code.testing import A2A_HEADERS, connect_client, start_server
 
+
+DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
+                           "diagram_shown"})
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
+    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 EXTENSION_URI = "urn:iac-code:a2a:pipeline-events:v1"
 SELLING_STEPS = ["intent_parsing", "architecture_planning", "evaluate_candidates", "confirm_and_select", "deploying"]
@@ -61,7 +71,7 @@ class Turn:
 
     @property
     def types(self) -> list[str]:
-        return [e["eventType"] for e in self.events]
+        return lifecycle([e["eventType"] for e in self.events])
 
     @property
     def question(self) -> Event:
@@ -269,11 +279,11 @@ async def test_selling_rich_v1_deploys_hands_off_and_chat_edits_the_chosen_templ
 
         selected = await client.say(PICKS[pick](chosen))
         assert selected.types[:4] == ["input_received", "step_completed", "step_started", "permission_requested"]
-        conclusion = selected.events[1]["data"]["conclusion"]
-        assert selected.events[1]["step"]["id"] == "confirm_and_select"
+        conclusion = lifecycle(selected.events)[1]["data"]["conclusion"]
+        assert lifecycle(selected.events)[1]["step"]["id"] == "confirm_and_select"
         assert conclusion["selected_candidate_index"] == 2 and conclusion["selected_candidate_name"] == chosen["name"]
-        assert selected.events[2]["step"]["id"] == "deploying"
-        requested = selected.events[3]
+        assert lifecycle(selected.events)[2]["step"]["id"] == "deploying"
+        requested = lifecycle(selected.events)[3]
         assert requested["data"]["toolName"] == "ros_deploy"
         envelope = selected.input
         assert selected.state == "TASK_STATE_INPUT_REQUIRED" and envelope is not None
