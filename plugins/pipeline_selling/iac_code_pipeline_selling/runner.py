@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 DEPLOYMENT_CATEGORIES = ("generation",)
 NARRATION_TYPES = frozenset({"message_started", "text_delta"})
+DISPLAY_TYPES = NARRATION_TYPES | {"tool_started", "tool_result", "candidate_detail_shown", "diagram_shown"}
+"""The §2.5 display events (narration, engine tool calls, the choice's details and diagrams)."""
 VAGUE_OPTIONS = (
     ("web_app", "opt_web", "opt_web_desc",
      "Deploy a web application with a MySQL database on ECS servers in cn-hangzhou."),
@@ -64,6 +66,12 @@ def display_events_enabled() -> bool:
     details and diagrams): on by default, as the product does; ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in
     ``0/false/no/off`` turns them off (docs/pipeline.md)."""
     return os.environ.get("IAC_CODE_PIPELINE_DISPLAY_EVENTS", "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def lifecycle(items: list[Any]) -> list[Any]:
+    """``items`` (event types or events) without the display events, which interleave with the lifecycle events: what
+    a client (or a test) following the run's steps looks at."""
+    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
 
 
 def new_hex() -> str:

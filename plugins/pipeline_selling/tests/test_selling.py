@@ -24,16 +24,7 @@ from iac_code_pipeline_selling.journal import JournalStore
 from iac_code_pipeline_selling.pricing import PriceTable
 from iac_code_pipeline_selling.selling import SellingPipeline
 from iac_code_pipeline_selling.state_route import state_body
-
-
-DISPLAY_TYPES = frozenset({"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown",
-                           "diagram_shown"})
-
-
-def lifecycle(items: list[Any]) -> list[Any]:
-    """``items`` (event types or events) without the §2.5 display events (narration, engine tool calls, the choice's
-    details and diagrams), which interleave with the lifecycle events: what the positional assertions look at."""
-    return [i for i in items if (i if isinstance(i, str) else i["eventType"]) not in DISPLAY_TYPES]
+from iac_code_pipeline_selling.runner import lifecycle
 
 
 class StandInEngine:
