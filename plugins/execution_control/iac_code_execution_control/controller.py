@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 CANCEL_WAIT_SECONDS = 30.0  # how long a terminate waits for the cancelled turn (as CancelTask does)
 ANSWER_WAIT_SECONDS = 5.0  # how long a terminate request waits for "terminated" before it answers 202
 FORWARD_SECONDS = 15.0  # how long a request forwarded to the node running the turn may take
+DEADLINE_RECHECK_SECONDS = 1.0  # how often a node re-checks a passed deadline another node was to enforce
 NODE_CALL = "execution-control"  # the operation name of forwarded requests (the kernel's node calls)
 RECOVERED = {PAUSING: PAUSED, PAUSE_COMMITTING: PAUSED, RESUMING: RUNNING, TERMINATING: TERMINATED}
 """A transitional phase nobody finishes any more (restart, or its node died) -> where it settles."""
@@ -423,19 +424,28 @@ class Controller:
         execution.deadline = None
 
     async def _expire(self, execution: Execution) -> None:
-        """The reconnect deadline: a pause nobody resumed in time is terminated (``disconnect_timeout``)."""
-        assert execution.expires_at is not None
-        await asyncio.sleep(max(0.0, execution.expires_at - time.time()))
-        if self.shared and not execution.live:  # another node may have resumed it, or runs its turn
+        """The reconnect deadline: a pause nobody resumed in time is terminated (``disconnect_timeout``).
+
+        With shared records another node may run the turn and enforce the deadline itself; this node
+        checks again every :data:`DEADLINE_RECHECK_SECONDS` until that node is gone (it may die before
+        the deadline, or after it but before enforcing it) or the record changes under it.
+        """
+        # (uvloop's timers may fire a millisecond early: sleep until the wall clock has passed the deadline)
+        while execution.expires_at is not None and (remaining := execution.expires_at - time.time()) > 0:
+            await asyncio.sleep(remaining)
+        warned = False
+        while self.shared and not execution.live:
             try:
                 if await self._lookup(execution.context_id) is not execution:
                     return  # changed meanwhile: the current record has its own deadline
-                if await self.link.runner(execution.owner, execution.context_id, execution.task_id) not in (
+                if await self.link.runner(execution.owner, execution.context_id, execution.task_id) in (
                         None, self.link.node_id):
-                    return  # the node running the turn enforces the deadline
+                    break  # no live node runs the turn: this one enforces the deadline
             except Exception:
-                logger.warning("A paused execution's deadline could not be checked; it is checked when next read")
-                return
+                if not warned:
+                    warned = True
+                    logger.warning("A paused execution's deadline could not be checked; it is checked again")
+            await asyncio.sleep(DEADLINE_RECHECK_SECONDS)
         async with execution.lock:
             if execution.phase in PAUSE_PHASES and execution.expires_at is not None \
                     and time.time() >= execution.expires_at:

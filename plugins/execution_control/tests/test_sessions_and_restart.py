@@ -193,3 +193,45 @@ async def test_a_pause_survives_kill_9(tmp_path: Path) -> None:
         answered = reply["result"]["task"]
         assert answered["id"] == task["id"] and answered["artifacts"], reply  # the allowed tool ran
         assert answered["status"]["state"] in ("TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED"), reply
+
+
+# --------------------------------------------------------------------------- reconnect deadlines on uvloop
+
+DEADLINES = 12  # paused executions, each with a one-second reconnect deadline
+
+
+async def test_every_passed_reconnect_deadline_is_enforced(tmp_path: Path) -> None:
+    """On the server's own event loop (uvloop, whose timers may fire a millisecond before the wall clock reaches
+    the deadline) every paused execution is terminated once its reconnect deadline has passed; none stays paused.
+    (Before the fix about one deadline in six was missed for good, so twelve of them all but always caught it.)"""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    config = tmp_path / "conf" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"persistence-dir": str(tmp_path / "state")}))
+    async with server_process(config, workspace) as (_, url), aiohttp.ClientSession() as session:
+        base = url.rstrip("/")
+        paused: list[dict[str, Any]] = []
+        for number in range(DEADLINES):
+            _, reply = await _post(session, url, _message("Create a VPC with two vSwitches.", workspace))
+            task = reply["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+            _, waiting = await _get(session, base + STATE, {"contextId": task["contextId"]})
+            status, body = await _post(session, base + "/iac-code/execution/pause", {
+                "contextId": task["contextId"], "taskId": task["id"], "expectedExecutionId": waiting["executionId"],
+                "requestId": f"p-{number}", "connectionEpoch": 1, "reason": "client_disconnect",
+                "reconnectTimeoutSeconds": 1})
+            assert status == 200 and body["phase"] == "paused", body
+            paused.append(body)
+
+        async def states() -> list[dict[str, Any]]:
+            return [(await _get(session, base + STATE, {"contextId": p["contextId"]}))[1] for p in paused]
+
+        limit = asyncio.get_running_loop().time() + 30
+        now = await states()
+        while any(s["phase"] != "terminated" for s in now):
+            assert asyncio.get_running_loop().time() < limit, [(s["phase"], s["expiresAt"]) for s in now]
+            await asyncio.sleep(0.1)
+            now = await states()
+        assert [(s["terminationReason"], s["executionId"]) for s in now] == [
+            ("disconnect_timeout", p["executionId"]) for p in paused]
