@@ -6,22 +6,27 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from iac_code.testing import A2A_HEADERS, RunningServer, permission_answer_body, send_message_body, start_server
+from iac_code.testing import (
+    A2A_HEADERS,
+    LISTENING_LINE,
+    RunningServer,
+    ServerProcess,
+    permission_answer_body,
+    send_message_body,
+    start_server,
+)
+from iac_code.testing import server_process as iac_code_process
 from tests.tool_runtime import ToolPlugin
 
-IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
+LISTENING = LISTENING_LINE  # imported from here by other test modules
 
 
 async def rpc(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -38,28 +43,9 @@ async def until(condition: Callable[[], Awaitable[bool]], seconds: float = 10.0)
         await asyncio.sleep(0.02)
 
 
-@asynccontextmanager
-async def server_process(state: Path, workspace: Path,
-                         *options: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+def server_process(state: Path, workspace: Path, *options: str) -> AbstractAsyncContextManager[ServerProcess]:
     """``iac-code a2a`` as its own process (default configuration, state in ``state``, CLI ``options``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IACCODE_A2A_")}
-    env["IAC_CODE_CONFIG_DIR"] = str(state)
-    proc = await asyncio.create_subprocess_exec(
-        IAC_CODE, "a2a", "--port", "0", *options, env=env, cwd=workspace,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        assert proc.stderr is not None
-        while True:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
-            assert line, "server exited early"
-            match = LISTENING.search(line)
-            if match:
-                break
-        yield proc, match.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+    return iac_code_process(*options, cwd=workspace, env={"IAC_CODE_CONFIG_DIR": str(state)}, drop_env=("IACCODE_A2A_",))
 
 
 async def test_a_wait_of_a_runtime_that_cannot_resume_comes_back_interrupted(tmp_path: Path) -> None:

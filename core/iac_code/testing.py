@@ -8,9 +8,11 @@ the installed plugins plus any extra plugin objects, and stops it afterwards::
             await s.get(server.url + "health")
 
 ``connect_client`` opens a2a-sdk's own ``Client`` on such a server, ``ScriptedRuntime``
-is an agent runtime that plays back runtime events, and ``run_cli`` runs the ``iac-code``
-command line as a process. The pytest plugin :mod:`iac_code.pytest_plugin` wraps them in
-fixtures. Nothing here mocks the network: the server is the same one ``iac-code a2a`` runs.
+is an agent runtime that plays back runtime events, ``run_cli`` runs the ``iac-code``
+command line as a process (``run_cli_each`` several short command lines in one process),
+and ``server_process`` runs ``iac-code a2a`` as its own process (restarts, ``kill -9``).
+The pytest plugin :mod:`iac_code.pytest_plugin` wraps some of them in fixtures. Nothing
+here mocks the network: the server is the same one ``iac-code a2a`` runs.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
+import signal
 import sys
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from iac_code.base.config import build_config_model, load_config, normalise_keys
 from iac_code.base.hookspecs import hookimpl
@@ -307,6 +311,7 @@ class CliResult:
 
 
 CLI_ENVIRONMENT_PREFIXES = ("IACCODE_A2A_", "IAC_CODE_A2A_")
+_CLI_MAIN = "from iac_code.server.cli import main; main(prog_name='iac-code')"
 
 
 async def run_cli(*args: str, cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
@@ -318,23 +323,153 @@ async def run_cli(*args: str, cwd: str | os.PathLike[str] | None = None, env: Ma
     The caller's event loop keeps running meanwhile, so servers the test started answer it.
     A process still running after ``timeout`` seconds is killed and fails the call.
     """
+    return await _run_python(_CLI_MAIN, args, f"iac-code {' '.join(args)}", cwd=cwd, env=env, stdin=stdin,
+                             timeout=timeout)
+
+
+async def _run_python(script: str, args: Sequence[str], what: str, *, cwd: str | os.PathLike[str] | None,
+                      env: Mapping[str, str] | None, stdin: bytes, timeout: float) -> CliResult:
+    """``python -c <script> <args>`` with :func:`run_cli`'s environment and time limit."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(CLI_ENVIRONMENT_PREFIXES)}
     environment.update(env or {})
     if cwd is not None:
         environment["PWD"] = str(Path(cwd).resolve())
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from iac_code.server.cli import main; main(prog_name='iac-code')", *args,
+        sys.executable, "-c", script, *args,
         cwd=cwd, env=environment, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
     except TimeoutError:
-        raise AssertionError(f"iac-code {' '.join(args)} did not exit within {timeout:g} s") from None
+        raise AssertionError(f"{what} did not exit within {timeout:g} s") from None
     finally:
         if process.returncode is None:  # timed out, or the test was cancelled: leave no process behind
             process.kill()
             await process.wait()
     return CliResult(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+_EACH_SCRIPT = r"""
+import contextlib, io, json, sys
+from iac_code.server.cli import main
+results = []
+for args in json.loads(sys.stdin.read()):
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args, prog_name="iac-code")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if isinstance(exc.code, str):  # as the interpreter does on exit
+                print(exc.code, file=sys.stderr)
+    results.append([code, out.getvalue(), err.getvalue()])
+sys.__stdout__.write("\n" + json.dumps(results) + "\n")  # the last line: whatever else went to stdout precedes it
+"""
+
+
+async def run_cli_each(*invocations: Sequence[str], cwd: str | os.PathLike[str] | None = None,
+                       env: Mapping[str, str] | None = None, timeout: float = 60.0) -> list[CliResult]:
+    """Run several short ``iac-code`` command lines (``--check-config``, say) one after another in ONE process.
+
+    Each gets its own exit code and output, as from :func:`run_cli` (same environment and working
+    directory rules); what they share is the interpreter and the imported plugins, which is most of
+    a short command's time. Only for commands that return: one that serves would never end (use
+    :func:`run_cli` or :func:`server_process`), and the whole batch is killed after ``timeout``.
+    """
+    batch = await _run_python(_EACH_SCRIPT, (), f"{len(invocations)} iac-code command lines", cwd=cwd, env=env,
+                              stdin=json.dumps([list(args) for args in invocations]).encode(), timeout=timeout)
+    if batch.code != 0:
+        raise AssertionError(f"the batch of iac-code command lines failed ({batch.code}): {batch.err}")
+    return [CliResult(code, out, err) for code, out, err in json.loads(batch.out.splitlines()[-1])]
+
+
+# --------------------------------------------------------------------------- a server process
+
+IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
+"""The ``iac-code`` command of this interpreter's environment (it sees the same installed plugins)."""
+
+LISTENING_LINE = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
+"""The start-up log line naming the JSON-RPC endpoint; group 1 is its URL."""
+
+
+class ServerProcess(NamedTuple):
+    """A started ``iac-code a2a`` process and its JSON-RPC URL (unpacks as ``(process, url)``)."""
+
+    process: asyncio.subprocess.Process
+    url: str
+
+
+@contextlib.asynccontextmanager
+async def server_process(*args: str, config: str | os.PathLike[str] | None = None,
+                         cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+                         drop_env: Sequence[str] = CLI_ENVIRONMENT_PREFIXES, start_timeout: float = 30.0,
+                         stop_timeout: float = 30.0, drain_stderr: bool = True,
+                         on_startup_line: Callable[[str], None] | None = None) -> AsyncIterator[ServerProcess]:
+    """Run ``iac-code a2a [--config <config>] --port 0 <args>`` as its own process; yield it and its URL.
+
+    For what an in-process :func:`start_server` cannot show: a restart on the same state, a
+    ``kill -9``, the real command line. The environment is this process's minus the variables
+    starting with a ``drop_env`` prefix, plus ``env``. The server is ready when its start-up log
+    line (:data:`LISTENING_LINE`, on standard error) names its URL, within ``start_timeout``
+    seconds; each line before it is given to ``on_startup_line`` (which may assert). After that,
+    with ``drain_stderr`` the rest of standard error is read and dropped, so a full pipe never
+    blocks the server; without it the test reads ``process.stderr`` itself (and must keep up).
+    On exit a server still running (the test may have killed it) gets SIGTERM; one not gone
+    within ``stop_timeout`` seconds is killed and fails the test. A server that did not start
+    is killed at once.
+    """
+    environment = {k: v for k, v in os.environ.items() if not (drop_env and k.startswith(tuple(drop_env)))}
+    environment.update(env or {})
+    command = ["a2a", *(["--config", str(config)] if config is not None else []), "--port", "0", *args]
+    process = await asyncio.create_subprocess_exec(IAC_CODE, *command, env=environment, cwd=cwd,
+                                                   stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    assert process.stderr is not None
+    stderr = process.stderr
+
+    async def listening() -> str:
+        while True:
+            line = (await stderr.readline()).decode(errors="replace")
+            if not line:
+                raise AssertionError(f"iac-code {' '.join(command)} exited before it was listening")
+            if on_startup_line is not None:
+                on_startup_line(line)
+            match = LISTENING_LINE.search(line)
+            if match:
+                return match.group(1)
+
+    async def drain() -> None:
+        while await stderr.readline():
+            pass
+
+    try:
+        try:
+            url = await asyncio.wait_for(listening(), start_timeout)
+        except TimeoutError:
+            raise AssertionError(f"iac-code {' '.join(command)} was not listening within {start_timeout:g} s") from None
+    except BaseException:
+        if process.returncode is None:  # never leave a server running behind a failed start
+            process.kill()
+        await process.wait()
+        raise
+    drainer = asyncio.get_running_loop().create_task(drain()) if drain_stderr else None
+    try:
+        yield ServerProcess(process, url)
+    finally:
+        try:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), stop_timeout)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+                raise AssertionError(f"iac-code a2a did not stop within {stop_timeout:g} s of SIGTERM") from None
+        finally:
+            if drainer is not None:
+                drainer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await drainer
 
 
 # --------------------------------------------------------------------------- Redis

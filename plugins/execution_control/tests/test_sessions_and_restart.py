@@ -3,15 +3,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import re
-import signal
-import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +13,9 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.testing import A2A_HEADERS, send_message_body, start_server
+from iac_code.testing import A2A_HEADERS, ServerProcess, send_message_body, start_server
+from iac_code.testing import server_process as iac_code_process
 
-IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 RESTORE = "/iac-code/session/ensure-restored"
 RECOVERY = "/iac-code/session/recovery"
 STATE = "/iac-code/execution/state"
@@ -104,27 +97,10 @@ async def test_ensure_restored_and_recovery(tmp_path: Path, monkeypatch: pytest.
 # --------------------------------------------------------------------------- kill -9 while paused
 
 
-@asynccontextmanager
-async def server_process(config: Path, workspace: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``iac-code a2a --config <config>`` as its own process; SIGTERM on exit unless the test killed it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("IACCODE_A2A_", "IAC_CODE_"))}
-    env["IAC_CODE_CONFIG_DIR"] = str(config.parent)
-    proc = await asyncio.create_subprocess_exec(
-        IAC_CODE, "a2a", "--config", str(config), "--port", "0", env=env, cwd=workspace,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        assert proc.stderr is not None
-        while True:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
-            assert line, "server exited early"
-            match = LISTENING.search(line)
-            if match:
-                break
-        yield proc, match.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+def server_process(config: Path, workspace: Path) -> AbstractAsyncContextManager[ServerProcess]:
+    """``iac-code a2a --config <config>`` as its own process, none of this environment's ``IAC_CODE_*`` settings."""
+    return iac_code_process(config=config, cwd=workspace, env={"IAC_CODE_CONFIG_DIR": str(config.parent)},
+                            drop_env=("IACCODE_A2A_", "IAC_CODE_"))
 
 
 KILLS = 5  # kill -9 trials while paused (issue 37's durability loop)

@@ -9,13 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import re
 import signal
 import stat
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,38 +21,19 @@ from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRe
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.testing import connect_client, permission_answer_request
+from iac_code.testing import ServerProcess, connect_client, permission_answer_request, server_process
 
 from iac_code_mcp.approvals import FILE_NAME, ApprovalStore, approval_key
 
-IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 SERVER = str(Path(__file__).with_name("demo_server.py"))
 SECRET = "S3CRET-mcp-restart-41c9"
 PROMPT = "use the proj MCP server to echo text=hi"
 
 
-@contextlib.asynccontextmanager
-async def _process(config_dir: Path, workspace: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+def _process(config_dir: Path, workspace: Path) -> contextlib.AbstractAsyncContextManager[ServerProcess]:
     """``iac-code a2a`` in its default configuration (state under ``config_dir``/a2a, workspace ``workspace``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IACCODE_A2A_")}
-    env.pop("IAC_CODE_A2A_SAFE_MODE", None)
-    env["IAC_CODE_CONFIG_DIR"] = str(config_dir)
-    proc = await asyncio.create_subprocess_exec(IAC_CODE, "a2a", "--port", "0", env=env, cwd=workspace,
-                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        assert proc.stderr is not None
-        while True:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
-            assert line, "the server exited early"
-            match = LISTENING.search(line)
-            if match:
-                break
-        yield proc, match.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+    return server_process(cwd=workspace, env={"IAC_CODE_CONFIG_DIR": str(config_dir)},
+                          drop_env=("IACCODE_A2A_", "IAC_CODE_A2A_SAFE_MODE"), start_timeout=60)
 
 
 def _meta(update: dict[str, Any]) -> dict[str, Any]:

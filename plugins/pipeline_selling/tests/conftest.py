@@ -1,6 +1,7 @@
 """Fixtures of the selling pipelines' tests: ``fake_ros``, a local ROS stand-in (:mod:`fake_ros`) and its endpoint;
 ``ticketed``, the offline runtime plugin with its template generation held until the test releases it
-(:mod:`ticketed`)."""
+(:mod:`ticketed`). And the stream readers (:mod:`streams`), loaded here, before any test module, so that test
+modules import them: ``from pipeline_selling_test_streams import pipeline_events``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def load_helper(name: str) -> Any:
         sys.modules[qualified] = module
         spec.loader.exec_module(module)
     return sys.modules[qualified]
+
+
+# The stream readers, importable as pipeline_selling_test_streams from here on (an iac_code_* name is kept for the
+# plugin's own package: tests/test_import_contracts.py).
+sys.modules.setdefault("pipeline_selling_test_streams", load_helper("streams"))
 
 
 @pytest.fixture

@@ -13,64 +13,43 @@ import hashlib
 import json
 import logging
 import os
-import re
-import signal
 import stat
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 import yaml
-from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.types.a2a_pb2 import GetTaskRequest
 from google.protobuf.json_format import MessageToDict
 
 from iac_code.testing import (
     A2A_HEADERS,
+    ServerProcess,
     connect_client,
     next_sse_data,
     permission_answer_request,
     send_message_body,
+    server_process,
     start_server,
 )
 from iac_code_pipeline_selling.runner import lifecycle
+
+from pipeline_selling_test_streams import last_status as _last, pipeline_events as _pipeline, sender, state_of as _state
 
 
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 RICH = {"candidatePresentation": "rich-v1"}
 IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 Event = dict[str, Any]
+
+_send = sender("bk")
 
 
 # ----------------------------------------------------------------------------- helpers (the product's wire format)
-
-
-async def _send(client: Any, text: str, *, context_id: str = "", task_id: str = "", n: int,
-                iac_code: Event | None = None) -> list[Event]:
-    message = Message(message_id=f"bk-{n}", role=Role.ROLE_USER, parts=[Part(text=text)], context_id=context_id,
-                      task_id=task_id)
-    if iac_code:
-        message.metadata.update({"iac_code": iac_code})
-    return [MessageToDict(e) async for e in client.send_message(SendMessageRequest(message=message))]
-
-
-def _pipeline(results: list[Event]) -> list[Event]:
-    """The pipeline events of one turn's stream, single or batched, in stream order."""
-    found: list[Event] = []
-    for result in results:
-        section = result.get("statusUpdate", {}).get("metadata", {}).get("iac_code", {})
-        for event in [section["pipeline"]] if "pipeline" in section else section.get("pipelineBatch", {}).get("events", []):
-            if event not in found:
-                found.append(event)
-    return found
-
-
-def _last(results: list[Event]) -> Event:
-    return [r["statusUpdate"] for r in results if "statusUpdate" in r][-1]
 
 
 def _said(results: list[Event]) -> str:
@@ -81,14 +60,6 @@ def _said(results: list[Event]) -> str:
 
 def _types(events: list[Event]) -> list[str]:
     return lifecycle([e["eventType"] for e in events])
-
-
-async def _state(url: str, context_id: str) -> Event:
-    async with aiohttp.ClientSession() as http, http.get(
-            url.rstrip("/") + "/iac-code/pipeline/state", params={"contextId": context_id},
-            headers=A2A_HEADERS) as reply:
-        assert reply.status == 200
-        return await reply.json()  # type: ignore[no-any-return]
 
 
 def _context_dir(root: Path, context_id: str) -> Path:
@@ -354,25 +325,10 @@ async def test_with_a_staging_dir_the_commit_is_local_and_a_failed_copy_is_repor
 # ----------------------------------------------------------------------------- environment, kill -9, check-config
 
 
-@asynccontextmanager
-async def _server_process(config: Path, workspace: Path, env: dict[str, str]) -> AsyncIterator[
-        tuple[asyncio.subprocess.Process, str]]:
-    proc = await asyncio.create_subprocess_exec(
-        IAC_CODE, "a2a", "--config", str(config), "--port", "0", env=env, cwd=workspace,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        assert proc.stderr is not None
-        while True:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
-            assert line, "server exited early"
-            match = LISTENING.search(line)
-            if match:
-                break
-        yield proc, match.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+def _server_process(config: Path, workspace: Path, env: dict[str, str]) -> AbstractAsyncContextManager[ServerProcess]:
+    """``iac-code a2a --config <config>`` as its own process with the environment ``env`` (this one's without
+    ``IAC_CODE_*`` settings, plus the test's)."""
+    return server_process(config=config, cwd=workspace, env=env, drop_env=("IACCODE_A2A_", "IAC_CODE_"))
 
 
 async def _stream(http: aiohttp.ClientSession, url: str, text: str, *, n: int, context_id: str = "",

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
 import pytest
-from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
-from google.protobuf.json_format import MessageToDict
 
-from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_request, start_server
+from iac_code.testing import connect_client, permission_answer_request, start_server
 from iac_code_pipeline_selling.runner import lifecycle
+
+from pipeline_selling_test_streams import last_status, pipeline_events, sender, state_of
 
 
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
@@ -23,44 +22,14 @@ SECRET = "cleanup-secret-0a9b8c7d"
 CLEANUP = {"cleanupOnly": True}
 Event = dict[str, Any]
 
+send = sender("cleanup")
+
 
 def settings(fake: Any, **more: Any) -> dict[str, Any]:
     """``deployer: ros`` against the fake; the deploy itself allowed by its exact rule (the cleanup is not)."""
     return {"mode": "pipeline", "deployer": "ros", "ros-endpoint": fake.endpoint, "ros-access-key-id": KEY_ID,
             "ros-access-key-secret": SECRET, "ros-poll-interval-seconds": 0.02,
             "permission-rules": {"allow": ["ros_deploy"]}, **more}
-
-
-async def send(client: Any, request: SendMessageRequest | str, *, n: int, context_id: str = "", task_id: str = "",
-               iac_code: Event | None = None) -> list[Event]:
-    if isinstance(request, str):
-        message = Message(message_id=f"cleanup-{n}", role=Role.ROLE_USER, parts=[Part(text=request)],
-                          context_id=context_id, task_id=task_id)
-        if iac_code:
-            message.metadata.update({"iac_code": iac_code})
-        request = SendMessageRequest(message=message)
-    return [MessageToDict(e) async for e in client.send_message(request)]
-
-
-def pipeline_events(results: list[Event]) -> list[Event]:
-    found: list[Event] = []
-    for result in results:
-        section = result.get("statusUpdate", {}).get("metadata", {}).get("iac_code", {})
-        for event in [section["pipeline"]] if "pipeline" in section else section.get("pipelineBatch", {}).get("events", []):
-            if event not in found:
-                found.append(event)
-    return found
-
-
-def last_status(results: list[Event]) -> Event:
-    return [r["statusUpdate"] for r in results if "statusUpdate" in r][-1]
-
-
-async def state_of(url: str, context_id: str) -> Event:
-    async with aiohttp.ClientSession() as http, http.get(
-            url.rstrip("/") + "/iac-code/pipeline/state", params={"contextId": context_id}, headers=A2A_HEADERS) as reply:
-        assert reply.status == 200
-        return await reply.json()  # type: ignore[no-any-return]
 
 
 async def journal(url: str, context_id: str) -> list[Event]:

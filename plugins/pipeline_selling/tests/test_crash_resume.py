@@ -6,15 +6,10 @@ what was streamed, and the stack is created exactly once (the fake ROS counts)."
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import re
-import signal
-import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -22,37 +17,19 @@ import aiohttp
 import pytest
 import yaml
 
-from iac_code.testing import A2A_HEADERS, next_sse_data, send_message_body
+from iac_code.testing import A2A_HEADERS, ServerProcess, next_sse_data, send_message_body
+from iac_code.testing import server_process as iac_code_process
 from iac_code_pipeline_selling.runner import lifecycle
 
 
-IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 Event = dict[str, Any]
 
 
-@asynccontextmanager
-async def server_process(config: Path, workspace: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``iac-code a2a --config <config>`` as its own process; SIGTERM on exit unless the test killed it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("IACCODE_A2A_", "IAC_CODE_"))}
-    env["IAC_CODE_CONFIG_DIR"] = str(config.parent)
-    proc = await asyncio.create_subprocess_exec(
-        IAC_CODE, "a2a", "--config", str(config), "--port", "0", env=env, cwd=workspace,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        assert proc.stderr is not None
-        while True:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
-            assert line, "server exited early"
-            match = LISTENING.search(line)
-            if match:
-                break
-        yield proc, match.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+def server_process(config: Path, workspace: Path) -> AbstractAsyncContextManager[ServerProcess]:
+    """``iac-code a2a --config <config>`` as its own process, none of this environment's ``IAC_CODE_*`` settings."""
+    return iac_code_process(config=config, cwd=workspace, env={"IAC_CODE_CONFIG_DIR": str(config.parent)},
+                            drop_env=("IACCODE_A2A_", "IAC_CODE_"))
 
 
 def _carried(result: Event) -> tuple[list[Event], Event | None]:

@@ -14,13 +14,9 @@ question waits."""
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
-import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -30,51 +26,30 @@ import yaml
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_request
+from iac_code.testing import A2A_HEADERS, ServerProcess, connect_client, permission_answer_request
+from iac_code.testing import server_process as iac_code_process
 from iac_code_pipeline_selling.runner import lifecycle
 
+from pipeline_selling_test_streams import pipeline_events
 
-IAC_CODE = str(Path(sys.executable).with_name("iac-code"))
-LISTENING = re.compile(r"listening: (http://\S+) \(JSONRPC\)")
+
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 KEY_ID = "LTAI5tCrashTestKeyId"
 SECRET = "crash-secret-7d1e2f"
 Event = dict[str, Any]
 
 
-@asynccontextmanager
-async def server_process(config: Path, workspace: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``iac-code a2a --config <config>`` as its own process with ROS credentials in its environment."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("IACCODE_A2A_", "IAC_CODE_", "ALIBABA_CLOUD_"))}
-    env.update({"IAC_CODE_CONFIG_DIR": str(config.parent), "ALIBABA_CLOUD_ACCESS_KEY_ID": KEY_ID,
-                "ALIBABA_CLOUD_ACCESS_KEY_SECRET": SECRET})
-    proc = await asyncio.create_subprocess_exec(
-        IAC_CODE, "a2a", "--config", str(config), "--port", "0", env=env, cwd=workspace,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        assert proc.stderr is not None
-        while True:
-            line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
-            assert line, "server exited early"
-            assert SECRET not in line
-            match = LISTENING.search(line)
-            if match:
-                break
-        yield proc, match.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+def server_process(config: Path, workspace: Path) -> AbstractAsyncContextManager[ServerProcess]:
+    """``iac-code a2a --config <config>`` as its own process with ROS credentials in its environment (none of this
+    environment's ``IAC_CODE_*``/``ALIBABA_CLOUD_*``); its start-up log never shows the secret."""
+    return iac_code_process(config=config, cwd=workspace, drop_env=("IACCODE_A2A_", "IAC_CODE_", "ALIBABA_CLOUD_"),
+                            env={"IAC_CODE_CONFIG_DIR": str(config.parent), "ALIBABA_CLOUD_ACCESS_KEY_ID": KEY_ID,
+                                 "ALIBABA_CLOUD_ACCESS_KEY_SECRET": SECRET},
+                            on_startup_line=_no_secret)
 
 
-def pipeline_events(results: list[Event]) -> list[Event]:
-    found: list[Event] = []
-    for result in results:
-        section = result.get("statusUpdate", {}).get("metadata", {}).get("iac_code", {})
-        for event in [section["pipeline"]] if "pipeline" in section else section.get("pipelineBatch", {}).get("events", []):
-            if event not in found:
-                found.append(event)
-    return found
+def _no_secret(line: str) -> None:
+    assert SECRET not in line
 
 
 def text_request(text: str, n: int, context_id: str = "", task_id: str = "") -> SendMessageRequest:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
 import pytest
-from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.types.a2a_pb2 import GetTaskRequest
 from google.protobuf.json_format import MessageToDict
 
-from iac_code.testing import A2A_HEADERS, connect_client, permission_answer_request, start_server
+from iac_code.testing import connect_client, permission_answer_request, start_server
+
+from pipeline_selling_test_streams import last_status, pipeline_events, sender, state_of
 
 PROMPT = "Deploy a web shop with a MySQL database in cn-hangzhou"
 KEY_ID = "LTAI5tFakeKeyIdForTests"
@@ -23,43 +24,13 @@ SECRET = "fake-secret-5f3c0b1e9d"
 DISPLAY = {"message_started", "text_delta", "tool_started", "tool_result", "candidate_detail_shown", "diagram_shown"}
 Event = dict[str, Any]
 
+send = sender("display")
+
 
 @pytest.fixture(autouse=True)
 def display_events(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default configuration: display events on (no ``IAC_CODE_PIPELINE_DISPLAY_EVENTS`` in the environment)."""
     monkeypatch.delenv("IAC_CODE_PIPELINE_DISPLAY_EVENTS", raising=False)
-
-
-async def send(client: Any, request: SendMessageRequest | str, *, n: int, context_id: str = "", task_id: str = "",
-               iac_code: Event | None = None) -> list[Event]:
-    if isinstance(request, str):
-        message = Message(message_id=f"display-{n}", role=Role.ROLE_USER, parts=[Part(text=request)],
-                          context_id=context_id, task_id=task_id)
-        if iac_code:
-            message.metadata.update({"iac_code": iac_code})
-        request = SendMessageRequest(message=message)
-    return [MessageToDict(e) async for e in client.send_message(request)]
-
-
-def pipeline_events(results: list[Event]) -> list[Event]:
-    found: list[Event] = []
-    for result in results:
-        section = result.get("statusUpdate", {}).get("metadata", {}).get("iac_code", {})
-        for event in [section["pipeline"]] if "pipeline" in section else section.get("pipelineBatch", {}).get("events", []):
-            if event not in found:
-                found.append(event)
-    return found
-
-
-def last_status(results: list[Event]) -> Event:
-    return [r["statusUpdate"] for r in results if "statusUpdate" in r][-1]
-
-
-async def state_of(url: str, context_id: str) -> Event:
-    async with aiohttp.ClientSession() as http, http.get(
-            url.rstrip("/") + "/iac-code/pipeline/state", params={"contextId": context_id}, headers=A2A_HEADERS) as reply:
-        assert reply.status == 200
-        return await reply.json()  # type: ignore[no-any-return]
 
 
 def messages_of(events: list[Event]) -> list[Event]:

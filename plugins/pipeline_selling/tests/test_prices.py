@@ -25,6 +25,8 @@ from google.protobuf.json_format import MessageToDict
 from iac_code.api import PriceSourceSpec, StartupError, hookimpl
 from iac_code.testing import connect_client, make_kernel, start_server
 
+from pipeline_selling_test_streams import pipeline_events as _pipeline
+
 KEY_ID = "LTAI-test-key-id-0001"
 SECRET = "bss-secret-never-shown-0123456789"
 WEB_DB = "Deploy a web shop with a MySQL database in cn-hangzhou"
@@ -95,20 +97,6 @@ class FakeBss:
 async def bss() -> AsyncIterator[FakeBss]:
     async with FakeBss() as fake:
         yield fake
-
-
-def _pipeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for event in events:
-        update = event.get("statusUpdate")
-        if update is None:
-            continue
-        section = update.get("metadata", {}).get("iac_code", {})
-        for pipeline in [section["pipeline"]] if "pipeline" in section else section.get("pipelineBatch", {}).get(
-                "events", []):
-            if pipeline not in found:
-                found.append(pipeline)
-    return found
 
 
 async def _candidates(settings: dict[str, Any], *, extra_plugins: dict[str, object] | None = None,

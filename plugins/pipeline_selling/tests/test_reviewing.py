@@ -19,19 +19,10 @@ from google.protobuf.json_format import MessageToDict
 from iac_code.api import Finding, GeneratedTemplate, IacEngineSpec, Understanding, hookimpl
 from iac_code.testing import ScriptedRuntime, connect_client, start_server
 
+from pipeline_selling_test_streams import pipeline_events as _pipeline
+
 WEB_DB = "Deploy a web shop with a MySQL database in cn-hangzhou"
 ENV = "IAC_CODE_PIPELINE_SELLING_ENABLE_REVIEWING"
-
-
-def _pipeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for event in events:
-        section = event.get("statusUpdate", {}).get("metadata", {}).get("iac_code", {})
-        for pipeline in [section["pipeline"]] if "pipeline" in section else section.get("pipelineBatch", {}).get(
-                "events", []):
-            if pipeline not in found:
-                found.append(pipeline)
-    return found
 
 
 async def _send(client: Any, text: str, *, context_id: str = "", task_id: str = "") -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from iac_code.testing import (
     permission_answer_body,
     permission_envelope,
     run_cli,
+    run_cli_each,
     send_and_answer,
     send_message_body,
 )
@@ -54,8 +55,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _config(tmp_path: Path, settings: dict[str, Any]) -> str:
-    path = tmp_path / "server.yml"
+def _config(tmp_path: Path, settings: dict[str, Any], name: str = "server.yml") -> str:
+    path = tmp_path / name
     path.write_text(yaml.safe_dump(settings))
     return str(path)
 
@@ -160,24 +161,27 @@ async def test_a_turn_waiting_for_a_permission_answer_keeps_the_server_up(tmp_pa
 
 
 async def test_invalid_values_are_refused(tmp_path: Path) -> None:
-    for value in (True, "30", float("nan"), float("inf"), -1, [1]):
-        config = _config(tmp_path, {"idle-shutdown-seconds": value})
-        result = await run_cli("a2a", "--check-config", "--config", config, env=_env())
+    invalid: list[Any] = [True, "30", float("nan"), float("inf"), -1, [1]]
+    http_only = ["grpc", "websocket", "stdio"]
+    valid: list[Any] = [0, 0.5, 30]
+    cases = ([{"idle-shutdown-seconds": value} for value in invalid]
+             + [{"idle-shutdown-seconds": 5, "transport": transport} for transport in http_only]
+             + [{"idle-shutdown-seconds": value} for value in valid]
+             + [{"idle-shutdown-seconds": 0, "transport": "grpc"}])
+    configs = [_config(tmp_path, settings, name=f"server-{n}.yml") for n, settings in enumerate(cases)]
+    # refused by the start itself too (nothing binds): a real start, alongside the --check-config runs (one process)
+    start = asyncio.ensure_future(run_cli("a2a", "--config", _config(tmp_path, {"idle-shutdown-seconds": -0.5}),
+                                          env=_env()))
+    results = await run_cli_each(*(("a2a", "--check-config", "--config", config) for config in configs), env=_env())
+    refused, wrong_transport, accepted, grpc_zero = (results[:6], results[6:9], results[9:12], results[12])
+    for value, result in zip(invalid, refused, strict=True):
         assert result.code == 2, (value, result.err)
         assert result.err.strip() == f"Error: {INVALID_TEXT}", (value, result.err)
-    for transport in ("grpc", "websocket", "stdio"):
-        config = _config(tmp_path, {"idle-shutdown-seconds": 5, "transport": transport})
-        result = await run_cli("a2a", "--check-config", "--config", config, env=_env())
+    for transport, result in zip(http_only, wrong_transport, strict=True):
         assert result.code == 2, (transport, result.err)
         assert result.err.strip() == f"Error: {HTTP_ONLY_TEXT}", (transport, result.err)
-    # refused by the start itself too (nothing binds), and 0 / a number pass
-    config = _config(tmp_path, {"idle-shutdown-seconds": -0.5})
-    result = await run_cli("a2a", "--config", config, env=_env())
+    result = await start
     assert result.code == 2 and result.err.strip() == f"Error: {INVALID_TEXT}", result.err
-    for value in (0, 0.5, 30):
-        config = _config(tmp_path, {"idle-shutdown-seconds": value})
-        result = await run_cli("a2a", "--check-config", "--config", config, env=_env())
+    for value, result in zip(valid, accepted, strict=True):
         assert result.code == 0, (value, result.err)
-    config = _config(tmp_path, {"idle-shutdown-seconds": 0, "transport": "grpc"})
-    result = await run_cli("a2a", "--check-config", "--config", config, env=_env())
-    assert result.code == 0, result.err
+    assert grpc_zero.code == 0, grpc_zero.err
