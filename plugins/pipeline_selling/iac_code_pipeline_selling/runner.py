@@ -625,9 +625,15 @@ class PipelineRuntime:
                       "\n".join([data["question"]] + [f"{i}. {o['label']}" for i, o in enumerate(data["options"], start=1)]))
 
     async def started_or_resumed(self, run: RunTurn) -> None:
-        """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart."""
+        """``pipeline_started`` for a fresh run, ``pipeline_resumed`` for one cut by a restart.
+
+        A fresh run's state is durable before ``pipeline_started`` is journaled, so a kill -9 right after it (before
+        the first step is recorded) leaves a run that the next message resumes, not a second run started again."""
         state = run.state
-        if not state["steps"]:
+        run_id = state["pipelineRunId"]
+        if not state["steps"] and not any(
+                e.get("pipelineRunId") == run_id for e in reversed(self.store.journal(run.turn.context_id).events)):
+            await self.save_state(run.turn.context_id, state)
             await run.emit("pipeline_started", "pipeline", "working",
                            {"pipeline_name": self.layout.name, "steps": list(self.layout.steps),
                             "user_input_length": len(run.turn.prompt)})
