@@ -122,6 +122,11 @@ async def test_pause_resume_terminate_through_other_nodes(tmp_path: Path) -> Non
         assert envelope is not None
         done = (await rpc(http, b, permission_answer_body(envelope, message_id="a-1")))["result"]["task"]
         assert done["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" and permission_envelope(done) is None
+
+        async def turn_over() -> bool:  # node A ran the turn to its end (its gate hears it just after the reply)
+            return (await state(http, a, "ctx-exec"))[1]["streamAvailable"] is False
+
+        await until(turn_over)
         ended = await same_state(http, nodes, "ctx-exec")
         assert (ended["phase"], ended["executionStatus"], ended["streamAvailable"]) == (
             "running", "normal-turn-ended", False)
