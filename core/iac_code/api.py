@@ -137,6 +137,7 @@ from iac_code.base.records import (
 )
 from iac_code.base.signing_keys import key_alg, key_id, public_jwks
 from iac_code.base.turn_gates import SAFE_POINTS, TURN_END_STATUSES, TurnGate, TurnGateSpec, TurnPoint
+from iac_code.base.cloud_endpoints import split_endpoint
 from iac_code.base.storage import (
     atomic_write,
     file_lock,
@@ -411,6 +412,7 @@ __all__ = [
     "set_working_template",
     "sort_key",
     "spawn",
+    "split_endpoint",
     "sweep_temp_files",
     "task_scope",
     "tracing",

@@ -17,6 +17,8 @@ from alibabacloud_ros20190910 import models as ros_models
 from alibabacloud_ros20190910.client import Client
 from alibabacloud_tea_openapi.utils_models import Config
 
+from iac_code.api import split_endpoint
+
 CONNECT_TIMEOUT_MS = 5_000
 READ_TIMEOUT_MS = 30_000
 IN_PROGRESS_SUFFIX = "_IN_PROGRESS"
@@ -106,18 +108,6 @@ class StackInfo:
     def final(self) -> bool:
         """Whether the stack stopped changing (any status but ``*_IN_PROGRESS``)."""
         return bool(self.status) and not self.status.endswith(IN_PROGRESS_SUFFIX)
-
-
-def split_endpoint(endpoint: str) -> tuple[str | None, str]:
-    """``ros-endpoint`` as the SDK takes it: the host (``None``: the SDK's regional endpoint) and the protocol
-    (``http://host:port`` speaks http; a bare host or ``https://`` speaks https)."""
-    endpoint = endpoint.strip()
-    if not endpoint:
-        return None, "https"
-    for scheme in ("http://", "https://"):
-        if endpoint.lower().startswith(scheme):
-            return endpoint[len(scheme):].rstrip("/") or None, scheme[:-3]
-    return endpoint.rstrip("/"), "https"
 
 
 class RosClient:

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from iac_code.api import split_endpoint
+
 from iac_code_resource_selector.settings import QuerySettings
 
 # The SDKs are imported where a query runs, not with the plugin: the ECS SDK alone takes seconds to import, and
@@ -83,18 +85,6 @@ class Listing:
 
 class QueryError(Exception):
     """A cloud query that could not be answered; ``str()`` is safe to show (see the module docstring)."""
-
-
-def split_endpoint(endpoint: str) -> tuple[str | None, str]:
-    """An endpoint key as the SDK takes it: the host (``None``: the SDK's regional endpoint) and the protocol
-    (``http://host:port`` speaks http; a bare host or ``https://`` speaks https)."""
-    endpoint = endpoint.strip()
-    if not endpoint:
-        return None, "https"
-    for scheme in ("http://", "https://"):
-        if endpoint.lower().startswith(scheme):
-            return endpoint[len(scheme):].rstrip("/") or None, scheme[:-3]
-    return endpoint.rstrip("/"), "https"
 
 
 def _items(body: Mapping[str, Any], outer: str, inner: str) -> list[dict[str, Any]]:
